@@ -1,0 +1,6 @@
+//! The `credential-broker` function: serves its family's router from the domain crate.
+
+#[tokio::main]
+async fn main() -> Result<(), hangar::lambda::Error> {
+    hangar::lambda::serve_http(hangar::app::routers::credential_broker).await
+}

@@ -1,0 +1,148 @@
+//! dev-server: every family's router in one local process, on the embedded store and local
+//! blobs by default, so Hangar runs with no network and no AWS account. Tests start it
+//! in-process with [`start`] on port 0 and a temporary data directory.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use axum_server::tls_rustls::RustlsConfig;
+use hangar::app::{routers, AppState, BootError};
+use hangar::config::{Config, StoreKind};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Store {
+    /// SQLite in the data directory, blobs as files beside it.
+    Sqlite,
+    /// DynamoDB and S3 (`HANGAR_TABLE`, `HANGAR_BUCKET`, `AWS_ENDPOINT_URL`).
+    Dynamodb,
+}
+
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "dev-server", about = "Run every Hangar family locally.")]
+pub struct Options {
+    /// Address to listen on.
+    #[arg(long, env = "HANGAR_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// Directory for the embedded store, local blobs, keys and the TLS certificate.
+    #[arg(long, env = "HANGAR_DATA_DIR", default_value = ".hangar")]
+    pub data_dir: PathBuf,
+    /// Where modules, versions and everything else are stored.
+    #[arg(long, env = "HANGAR_STORE", value_enum, default_value = "sqlite")]
+    pub store: Store,
+    /// Create the DynamoDB table and S3 bucket when missing (with `--store dynamodb`).
+    #[arg(long, env = "HANGAR_INIT")]
+    pub init: bool,
+    /// Serve https with a self-signed certificate generated into the data directory.
+    #[arg(long, env = "HANGAR_TLS")]
+    pub tls: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Boot(#[from] BootError),
+    #[error("listen on {addr}: {source}")]
+    Listen { addr: SocketAddr, source: std::io::Error },
+    #[error("TLS certificate: {0}")]
+    Tls(String),
+}
+
+/// A started server.
+pub struct Running {
+    /// The base URL it answers on, e.g. `http://127.0.0.1:8080`.
+    pub url: String,
+    /// The site-admin token generated at this start, if one was (it is never shown again).
+    pub generated_admin_token: Option<String>,
+    /// The certificate clients must trust, with `--tls`.
+    pub certificate: Option<PathBuf>,
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    /// Stops accepting connections, lets requests in flight finish, and waits.
+    pub async fn stop(self) -> std::io::Result<()> {
+        let _ = self.shutdown.send(());
+        self.task.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    }
+}
+
+/// Builds the state from `config` and `options`, binds, and serves in the background.
+pub async fn start(options: Options, mut config: Config) -> Result<Running, Error> {
+    let listener =
+        std::net::TcpListener::bind(options.listen).map_err(|source| Error::Listen { addr: options.listen, source })?;
+    listener.set_nonblocking(true).map_err(|source| Error::Listen { addr: options.listen, source })?;
+    let addr = listener.local_addr().map_err(|source| Error::Listen { addr: options.listen, source })?;
+    let url = format!("{}://{addr}", if options.tls { "https" } else { "http" });
+
+    config.data_dir = options.data_dir.clone();
+    config.store = match options.store {
+        Store::Sqlite => StoreKind::Sqlite,
+        Store::Dynamodb => StoreKind::Dynamodb,
+    };
+    config.public_url.get_or_insert_with(|| url.clone());
+    let state = AppState::build(config, options.init).await?;
+    let generated_admin_token = bootstrap_admin_token(&state).await?;
+    let router = routers::all(state);
+
+    let (shutdown, signal) = oneshot::channel::<()>();
+    let (task, certificate) = if options.tls {
+        let (cert, key) = certificate(&options.data_dir, addr)?;
+        let tls = RustlsConfig::from_pem_file(&cert, &key).await.map_err(|e| Error::Tls(e.to_string()))?;
+        let handle = axum_server::Handle::new();
+        let stopper = handle.clone();
+        tokio::spawn(async move {
+            let _ = signal.await;
+            stopper.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
+        });
+        let server = axum_server::from_tcp_rustls(listener, tls).map_err(|e| Error::Tls(e.to_string()))?.handle(handle);
+        (tokio::spawn(async move { server.serve(router.into_make_service()).await }), Some(cert))
+    } else {
+        let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Listen { addr, source })?;
+        let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+            let _ = signal.await;
+        });
+        (tokio::spawn(async move { serve.await }), None)
+    };
+    Ok(Running { url, generated_admin_token, certificate, shutdown, task })
+}
+
+/// Without `HANGAR_ADMIN_TOKEN`, the first start generates a site-admin token; only its hash
+/// is stored, and the caller prints it once.
+async fn bootstrap_admin_token(state: &AppState) -> Result<Option<String>, BootError> {
+    let store = state.store.as_ref();
+    if state.config.admin_token.is_some() || hangar::auth::admin_token_exists(store).await? {
+        return Ok(None);
+    }
+    let secret = hangar::auth::new_secret();
+    hangar::auth::install_admin_token(store, &secret).await?;
+    hangar::auth::mark_admin_token_generated(store).await?;
+    Ok(Some(secret))
+}
+
+/// The self-signed certificate in `<data-dir>/tls/`, generated on first use for localhost,
+/// 127.0.0.1 and the listen address.
+fn certificate(data_dir: &Path, addr: SocketAddr) -> Result<(PathBuf, PathBuf), Error> {
+    let dir = data_dir.join("tls");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    if cert.exists() && key.exists() {
+        return Ok((cert, key));
+    }
+    let tls = |e: &dyn std::fmt::Display| Error::Tls(e.to_string());
+    std::fs::create_dir_all(&dir).map_err(|e| tls(&e))?;
+    let mut names = vec!["localhost".to_owned(), "127.0.0.1".to_owned()];
+    if !addr.ip().is_unspecified() && !names.contains(&addr.ip().to_string()) {
+        names.push(addr.ip().to_string());
+    }
+    let generated = rcgen::generate_simple_self_signed(names).map_err(|e| tls(&e))?;
+    std::fs::write(&cert, generated.cert.pem()).map_err(|e| tls(&e))?;
+    std::fs::write(&key, generated.signing_key.serialize_pem()).map_err(|e| tls(&e))?;
+    Ok((cert, key))
+}
+
+/// Installs the TLS crypto provider once per process (several may be compiled in).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+}

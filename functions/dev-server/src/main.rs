@@ -1,0 +1,43 @@
+//! `cargo run -p dev-server`: every Hangar family on one local port.
+
+use clap::Parser;
+use dev_server::{install_crypto_provider, start, Options};
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    hangar::app::init_tracing(false);
+    install_crypto_provider();
+    let options = Options::parse();
+    let config = hangar::config::Config::from_env()?;
+    let running = start(options, config).await?;
+    if let Some(token) = &running.generated_admin_token {
+        println!("Site-admin token (shown once, only its hash is stored): {token}");
+    }
+    if let Some(cert) = &running.certificate {
+        println!("Serving https with a self-signed certificate; trust it with SSL_CERT_FILE={}", cert.display());
+    }
+    println!("Hangar is listening on {}", running.url);
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    running.stop().await?;
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        _ = interrupt => {}
+        _ = terminate => {}
+    }
+}

@@ -1,0 +1,6 @@
+//! The `key-rotation` function: an EventBridge schedule → rotation of due static-role keys.
+
+#[tokio::main]
+async fn main() -> Result<(), hangar::lambda::Error> {
+    hangar::lambda::serve_events(|state, event| async move { hangar::jobs::rotate(&state, event).await }).await
+}

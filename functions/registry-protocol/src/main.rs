@@ -1,0 +1,6 @@
+//! The `registry-protocol` function: serves its family's router from the domain crate.
+
+#[tokio::main]
+async fn main() -> Result<(), hangar::lambda::Error> {
+    hangar::lambda::serve_http(hangar::app::routers::registry_protocol).await
+}

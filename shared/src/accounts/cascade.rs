@@ -1,0 +1,50 @@
+//! Deleting an organization deletes everything it owns. Every owned item lives in the
+//! organization's partition and names, in its `satellites` attribute, the items it owns outside
+//! it (id pointers, tokens), and in `blob` an archive it owns; so the cascade is one strongly
+//! consistent walk of one partition, whatever family wrote the items.
+
+use serde_json::Value;
+
+use crate::blobs::{BlobStore, ObjectId};
+use crate::store::{keys, Condition, Item, ItemStore, Key, Query, StoreError, Write, MAX_TRANSACTION_WRITES};
+
+pub const SATELLITES: &str = "satellites";
+pub const BLOB: &str = "blob";
+
+/// The `satellites` attribute value for items owned outside the partition.
+pub fn satellites(keys: &[Key]) -> Value {
+    serde_json::to_value(keys).expect("keys serialize")
+}
+
+fn owned_keys(item: &Item) -> Vec<Key> {
+    let mut owned: Vec<Key> =
+        item.attrs.get(SATELLITES).and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default();
+    owned.push(item.key.clone());
+    owned
+}
+
+/// Deletes every item of the organization's partition but the organization item itself,
+/// their satellites and their blobs. Safe to run again after an interruption.
+pub async fn purge_partition(store: &dyn ItemStore, blobs: &dyn BlobStore, org_id: &str) -> Result<(), StoreError> {
+    let org_key = keys::organization(org_id);
+    let mut query: Query = keys::organization_partition(org_id).limit(MAX_TRANSACTION_WRITES / 4);
+    loop {
+        let page = store.query(query.clone()).await?;
+        let mut writes = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for item in page.items.iter().filter(|item| item.key != org_key) {
+            if let Some(id) = item.attrs.get(BLOB).and_then(Value::as_str).and_then(ObjectId::parse) {
+                blobs.delete(&id).await.map_err(StoreError::backend)?;
+            }
+            let fresh = owned_keys(item).into_iter().filter(|key| seen.insert(key.clone()));
+            writes.extend(fresh.map(|key| Write::Delete { key, condition: Condition::Always }));
+        }
+        for chunk in writes.chunks(MAX_TRANSACTION_WRITES) {
+            store.transact(chunk.to_vec()).await?;
+        }
+        match page.next {
+            Some(next) => query.cursor = Some(next),
+            None => return Ok(()),
+        }
+    }
+}

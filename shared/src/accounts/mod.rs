@@ -1,0 +1,14 @@
+//! The accounts family (function `accounts`): ping, organizations, teams and their tokens,
+//! workspaces and the caller's account details, in HCP Terraform's wire format.
+
+pub mod cascade;
+mod error;
+mod names;
+pub mod organizations;
+mod render;
+mod routes;
+pub mod teams;
+pub mod workspaces;
+
+pub use error::AccountsError;
+pub use routes::router;

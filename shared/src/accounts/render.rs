@@ -1,0 +1,114 @@
+//! The accounts family's resources in HCP Terraform's wire format.
+
+use serde_json::json;
+
+use super::organizations::Organization;
+use super::teams::{Team, TeamToken};
+use super::workspaces::Workspace;
+use crate::api::Resource;
+use crate::auth::{Permission, Principal};
+
+pub fn organization(org: &Organization, principal: &Principal) -> Resource {
+    let owns = principal.can(&org.id, Permission::Own);
+    Resource::new(
+        "organizations",
+        &org.name,
+        json!({
+            "name": org.name,
+            "email": org.email,
+            "external-id": org.id,
+            "created-at": org.created_at,
+            "collaborator-auth-policy": "password",
+            "default-execution-mode": "remote",
+            "permissions": {
+                "can-update": owns,
+                "can-destroy": owns,
+                "can-create-team": owns,
+                "can-create-workspace": principal.can(&org.id, Permission::ManageWorkspaces),
+                "can-create-module": principal.can(&org.id, Permission::ManageModules),
+                "can-manage-agent-pools": principal.can(&org.id, Permission::ManageAgentPools),
+            },
+        }),
+    )
+    .link("self", format!("/api/v2/organizations/{}", org.name))
+}
+
+pub fn team(team: &Team, org_name: &str) -> Resource {
+    Resource::new(
+        "teams",
+        &team.id,
+        json!({
+            "name": team.name,
+            "visibility": team.visibility,
+            "created-at": team.created_at,
+            "users-count": 0,
+            "organization-access": team.access,
+            "permissions": { "can-update-membership": false, "can-destroy": !team.is_owners() },
+        }),
+    )
+    .to_one("organization", "organizations", org_name)
+    .related_link("authentication-token", format!("/api/v2/teams/{}/authentication-token", team.id))
+    .link("self", format!("/api/v2/teams/{}", team.id))
+}
+
+/// A team token; `secret` is given only in the response that created it.
+pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
+    Resource::new(
+        "authentication-tokens",
+        &token.id,
+        json!({
+            "created-at": token.created_at,
+            "last-used-at": null,
+            "description": token.description,
+            "expired-at": token.expired_at,
+            "token": secret,
+        }),
+    )
+    .to_one("team", "teams", &team.id)
+}
+
+pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {
+    Resource::new(
+        "workspaces",
+        &workspace.id,
+        json!({
+            "name": workspace.name,
+            "description": workspace.description,
+            "execution-mode": workspace.execution_mode,
+            "created-at": workspace.created_at,
+            "locked": false,
+        }),
+    )
+    .to_one("organization", "organizations", org_name)
+    .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
+}
+
+/// The caller as HCP Terraform describes a token's user: a service account for team tokens.
+pub fn user(principal: &Principal) -> Resource {
+    let (id, username) = match principal {
+        Principal::SiteAdmin => ("user-site-admin".to_owned(), "site-admin".to_owned()),
+        Principal::Team(grant) => {
+            let suffix = grant.team_id.trim_start_matches("team-");
+            (format!("user-{suffix}"), format!("api-team_{suffix}"))
+        }
+    };
+    Resource::new(
+        "users",
+        &id,
+        json!({
+            "username": username,
+            "is-service-account": !principal.is_site_admin(),
+            "is-site-admin": principal.is_site_admin(),
+            "email": null,
+            "avatar-url": null,
+            "two-factor": { "enabled": false, "verified": false },
+            "permissions": {
+                "can-create-organizations": principal.is_site_admin(),
+                "can-change-email": false,
+                "can-change-username": false,
+                "can-manage-user-tokens": false,
+            },
+        }),
+    )
+    .link("self", format!("/api/v2/users/{id}"))
+}

@@ -1,0 +1,298 @@
+//! The accounts routes. Each handler parses, calls one domain function and renders.
+
+use axum::extract::{Path, State};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+
+use super::organizations::{self, NewOrganization, OrganizationChanges};
+use super::render;
+use super::teams::{self, NewTeam, NewToken};
+use super::workspaces::{self, NewWorkspace};
+use crate::api::{ApiError, Document, JsonApiBody, PageRequest, Paginated, QueryParams};
+use crate::app::{AppState, BaseUrl};
+use crate::auth::{OrganizationAccess, Permission, Principal};
+use crate::config::Edition;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/ping", get(ping))
+        .route("/api/v2/account/details", get(account_details))
+        .route("/api/v2/organizations", get(list_organizations).post(create_organization))
+        .route(
+            "/api/v2/organizations/{org}",
+            get(show_organization).patch(update_organization).delete(delete_organization),
+        )
+        .route("/api/v2/organizations/{org}/teams", get(list_teams).post(create_team))
+        .route("/api/v2/teams/{id}", get(show_team).delete(delete_team))
+        .route("/api/v2/teams/{id}/authentication-token", post(create_team_token).delete(delete_team_token))
+        .route("/api/v2/organizations/{org}/workspaces", get(list_workspaces).post(create_workspace))
+        .route(
+            "/api/v2/organizations/{org}/workspaces/{name}",
+            get(show_workspace_by_name).delete(delete_workspace_by_name),
+        )
+        .route("/api/v2/workspaces/{id}", get(show_workspace).delete(delete_workspace))
+}
+
+/// go-tfe and pytfe call this first and read the API version and rate limit from it.
+async fn ping(State(state): State<AppState>) -> Response {
+    let app_name = match state.config.edition {
+        Edition::SelfHosted => "Terraform Enterprise",
+        Edition::Hosted | Edition::Enterprise => "HCP Terraform",
+    };
+    let headers = [
+        (HeaderName::from_static("tfp-api-version"), HeaderValue::from_static("2.6")),
+        (HeaderName::from_static("tfp-appname"), HeaderValue::from_static(app_name)),
+        (HeaderName::from_static("x-ratelimit-limit"), HeaderValue::from_static("30")),
+    ];
+    (StatusCode::NO_CONTENT, headers).into_response()
+}
+
+async fn account_details(principal: Principal) -> Document {
+    Document::one(render::user(&principal))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct OrganizationAttrs {
+    name: Option<String>,
+    email: Option<String>,
+}
+
+async fn create_organization(
+    State(state): State<AppState>,
+    principal: Principal,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<OrganizationAttrs>(&["organizations"])?.attributes;
+    let new = NewOrganization {
+        name: attrs.name.ok_or_else(|| ApiError::invalid("/data/attributes/name", "`name` is required."))?,
+        email: attrs.email.ok_or_else(|| ApiError::invalid("/data/attributes/email", "`email` is required."))?,
+    };
+    let org = organizations::create(state.store.as_ref(), &principal, new).await?;
+    Ok(Document::one(render::organization(&org, &principal)).created())
+}
+
+async fn list_organizations(
+    State(state): State<AppState>,
+    principal: Principal,
+    params: QueryParams,
+    BaseUrl(base): BaseUrl,
+) -> Result<Document> {
+    let page = PageRequest::from_query(&params)?;
+    let (orgs, total) = organizations::list(state.store.as_ref(), &principal, &page).await?;
+    let resources = orgs.iter().map(|org| render::organization(org, &principal)).collect();
+    Ok(Document::page(resources, &Paginated::new(format!("{base}/api/v2/organizations"), &params, page, total)))
+}
+
+async fn show_organization(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+) -> Result<Document> {
+    let org = organizations::visible(state.store.as_ref(), &principal, &org).await?;
+    Ok(Document::one(render::organization(&org, &principal)))
+}
+
+async fn update_organization(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<OrganizationAttrs>(&["organizations"])?.attributes;
+    let changes = OrganizationChanges { name: attrs.name, email: attrs.email };
+    let org = organizations::update(state.store.as_ref(), &principal, &org, changes).await?;
+    Ok(Document::one(render::organization(&org, &principal)))
+}
+
+async fn delete_organization(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+) -> Result<StatusCode> {
+    organizations::delete(state.store.as_ref(), state.blobs.as_ref(), &principal, &org).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct TeamAttrs {
+    name: String,
+    #[serde(default)]
+    organization_access: IncomingAccess,
+    visibility: Option<String>,
+}
+
+/// `organization-access` as clients send it: any subset of flags, nulls meaning false; flags
+/// Hangar has no use for are accepted and ignored.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct IncomingAccess {
+    manage_modules: Option<bool>,
+    manage_agent_pools: Option<bool>,
+    manage_workspaces: Option<bool>,
+}
+
+impl From<IncomingAccess> for OrganizationAccess {
+    fn from(access: IncomingAccess) -> Self {
+        OrganizationAccess {
+            manage_modules: access.manage_modules.unwrap_or(false),
+            manage_agent_pools: access.manage_agent_pools.unwrap_or(false),
+            manage_workspaces: access.manage_workspaces.unwrap_or(false),
+        }
+    }
+}
+
+async fn create_team(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<TeamAttrs>(&["teams"])?.attributes;
+    let new = NewTeam { name: attrs.name, access: attrs.organization_access.into(), visibility: attrs.visibility };
+    let team = teams::create(state.store.as_ref(), &principal, &org, new).await?;
+    Ok(Document::one(render::team(&team, &org)).created())
+}
+
+async fn list_teams(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    params: QueryParams,
+    BaseUrl(base): BaseUrl,
+) -> Result<Document> {
+    let page = PageRequest::from_query(&params)?;
+    let (teams, total) = teams::list(state.store.as_ref(), &principal, &org, &page).await?;
+    let resources = teams.iter().map(|team| render::team(team, &org)).collect();
+    Ok(Document::page(
+        resources,
+        &Paginated::new(format!("{base}/api/v2/organizations/{org}/teams"), &params, page, total),
+    ))
+}
+
+async fn show_team(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
+    let team = teams::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
+    let org = organizations::get_by_id(state.store.as_ref(), &team.org_id).await?;
+    Ok(Document::one(render::team(&team, &org.name)))
+}
+
+async fn delete_team(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    teams::delete(state.store.as_ref(), &principal, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct TokenAttrs {
+    description: Option<String>,
+    expired_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+async fn create_team_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = if body.is_empty() {
+        TokenAttrs::default()
+    } else {
+        body.resource::<TokenAttrs>(&["authentication-tokens"])?.attributes
+    };
+    let new = NewToken { description: attrs.description, expired_at: attrs.expired_at };
+    let (team, token, secret) = teams::create_token(state.store.as_ref(), &principal, &id, new).await?;
+    Ok(Document::one(render::token(&token, &team, Some(&secret))).created())
+}
+
+async fn delete_team_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    teams::delete_token(state.store.as_ref(), &principal, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct WorkspaceAttrs {
+    name: String,
+    description: Option<String>,
+    execution_mode: Option<String>,
+}
+
+async fn create_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<WorkspaceAttrs>(&["workspaces"])?.attributes;
+    let new = NewWorkspace { name: attrs.name, description: attrs.description, execution_mode: attrs.execution_mode };
+    let (workspace, org) = workspaces::create(state.store.as_ref(), &principal, &org, new).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)).created())
+}
+
+async fn list_workspaces(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    params: QueryParams,
+    BaseUrl(base): BaseUrl,
+) -> Result<Document> {
+    let page = PageRequest::from_query(&params)?;
+    let (list, org) = workspaces::list(state.store.as_ref(), &principal, &org, &page).await?;
+    let resources = list.iter().map(|ws| render::workspace(ws, &org.name)).collect();
+    let url = format!("{base}/api/v2/organizations/{}/workspaces", org.name);
+    Ok(Document::page(resources, &Paginated::new(url, &params, page, org.workspace_count)))
+}
+
+async fn show_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let (workspace, org) = workspaces::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
+}
+
+async fn show_workspace_by_name(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path((org, name)): Path<(String, String)>,
+) -> Result<Document> {
+    let (workspace, org) =
+        workspaces::get_by_name(state.store.as_ref(), &principal, &org, &name, Permission::Read).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
+}
+
+async fn delete_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    let (workspace, _) = workspaces::get(state.store.as_ref(), &principal, &id, Permission::ManageWorkspaces).await?;
+    workspaces::delete(state.store.as_ref(), &workspace).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn delete_workspace_by_name(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path((org, name)): Path<(String, String)>,
+) -> Result<StatusCode> {
+    let store = state.store.as_ref();
+    let (workspace, _) = workspaces::get_by_name(store, &principal, &org, &name, Permission::ManageWorkspaces).await?;
+    workspaces::delete(store, &workspace).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

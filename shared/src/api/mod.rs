@@ -1,0 +1,22 @@
+//! The JSON:API toolkit shared by every `/api/v2` family: documents and resources, error
+//! objects, the pagination envelope, request-body and query-string parsing.
+
+mod body;
+mod document;
+mod error;
+mod pagination;
+mod query;
+
+pub use body::{Incoming, JsonApiBody, Relationship};
+pub use document::{Document, Resource};
+pub use error::ApiError;
+pub use pagination::{PageRequest, Paginated};
+pub use query::QueryParams;
+
+/// The media type of every JSON:API request and response.
+pub const JSONAPI: &str = "application/vnd.api+json";
+
+/// The `created-at` / `updated-at` form: ISO 8601, UTC, milliseconds.
+pub fn timestamp(at: chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}

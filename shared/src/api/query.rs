@@ -1,0 +1,59 @@
+//! Query strings, with bracketed names (`page[size]`, `filter[provider]`) accepted whether or
+//! not the client percent-encoded the brackets.
+
+use axum::extract::{FromRequestParts, RawQuery};
+use axum::http::request::Parts;
+
+use super::ApiError;
+
+/// The decoded `name=value` pairs of the query string, in order.
+#[derive(Debug, Clone, Default)]
+pub struct QueryParams(Vec<(String, String)>);
+
+impl QueryParams {
+    pub fn parse(raw: &str) -> Result<Self, ApiError> {
+        serde_urlencoded::from_str(raw)
+            .map(QueryParams)
+            .map_err(|e| ApiError::bad_request(format!("malformed query string: {e}")))
+    }
+
+    /// The first value of a parameter.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    }
+
+    /// A parameter that, when present, must not be empty after trimming.
+    pub fn non_empty(&self, name: &str) -> Option<&str> {
+        self.get(name).map(str::trim).filter(|v| !v.is_empty())
+    }
+
+    /// Every pair except the named ones (for links that keep the caller's filters).
+    pub fn without(&self, names: &[&str]) -> Vec<(String, String)> {
+        self.0.iter().filter(|(n, _)| !names.contains(&n.as_str())).cloned().collect()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryParams {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let RawQuery(raw) =
+            RawQuery::from_request_parts(parts, state).await.map_err(|e| ApiError::bad_request(e.to_string()))?;
+        QueryParams::parse(raw.as_deref().unwrap_or(""))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bracketed_names_work_encoded_or_not() {
+        let plain = QueryParams::parse("page[size]=5&filter[provider]=aws").unwrap();
+        let encoded = QueryParams::parse("page%5Bsize%5D=5&filter%5Bprovider%5D=aws").unwrap();
+        for params in [plain, encoded] {
+            assert_eq!(params.get("page[size]"), Some("5"));
+            assert_eq!(params.get("filter[provider]"), Some("aws"));
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! Application state, built once per process (a Lambda cold start or dev-server's start), and
+//! the routers of each function. dev-server mounts the same routers, so local and deployed
+//! behaviour cannot drift.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::extract::{FromRequestParts, Request};
+use axum::http::{header, request::Parts};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::Router;
+
+use crate::api::ApiError;
+use crate::blobs::{Blobs, LocalBlobs, S3Blobs};
+use crate::config::{Config, StoreKind};
+use crate::store::{DynamoStore, SqliteStore, Store};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub blobs: Blobs,
+    /// Set when blobs are local files: dev-server then serves their `/object/` links.
+    pub local_blobs: Option<LocalBlobs>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("blobs: {0}")]
+    Blobs(#[from] crate::blobs::BlobError),
+    #[error("data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+}
+
+impl AppState {
+    /// Builds the store and blob adapters the configuration names. With `init`, the DynamoDB
+    /// table and S3 bucket are created when missing.
+    pub async fn build(config: Config, init: bool) -> Result<Self, BootError> {
+        let (store, blobs, local_blobs): (Store, Blobs, Option<LocalBlobs>) = match config.store {
+            StoreKind::Sqlite => {
+                let dir = &config.data_dir;
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| BootError::DataDir { path: dir.display().to_string(), source })?;
+                let store = SqliteStore::open(dir.join("hangar.db"))?;
+                let key = crate::blobs::signing_key(dir)?;
+                let local = LocalBlobs::new(
+                    dir.join("objects"),
+                    key,
+                    config.public_url.clone().unwrap_or_default(),
+                    config.max_upload_bytes,
+                )?;
+                (Arc::new(store), Arc::new(local.clone()), Some(local))
+            }
+            StoreKind::Dynamodb => {
+                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config.table.clone());
+                let s3_config =
+                    aws_sdk_s3::config::Builder::from(&sdk).force_path_style(sdk.endpoint_url().is_some()).build();
+                let blobs = S3Blobs::new(aws_sdk_s3::Client::from_conf(s3_config), config.bucket.clone());
+                if init {
+                    store.create_table_if_missing().await?;
+                    blobs.create_bucket_if_missing().await?;
+                }
+                (Arc::new(store), Arc::new(blobs), None)
+            }
+        };
+        let state = Self { config: Arc::new(config), store, blobs, local_blobs };
+        if let Some(secret) = &state.config.admin_token {
+            crate::auth::install_admin_token(state.store.as_ref(), secret).await?;
+        }
+        Ok(state)
+    }
+}
+
+/// The base URL links are built on: `HANGAR_PUBLIC_URL` when set, else the request's own
+/// scheme (`X-Forwarded-Proto`, as API Gateway sends it) and host.
+#[derive(Debug, Clone)]
+pub struct BaseUrl(pub String);
+
+impl FromRequestParts<AppState> for BaseUrl {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        if let Some(url) = &state.config.public_url {
+            return Ok(BaseUrl(url.clone()));
+        }
+        let header = |name| parts.headers.get(name).and_then(|v: &header::HeaderValue| v.to_str().ok());
+        let host = header(header::HOST).or_else(|| parts.uri.authority().map(|a| a.as_str())).unwrap_or("localhost");
+        let scheme = header(header::HeaderName::from_static("x-forwarded-proto")).unwrap_or("http");
+        Ok(BaseUrl(format!("{scheme}://{host}")))
+    }
+}
+
+/// One log line per request: method, path (never the query, which may hold a signature),
+/// status and latency. Headers, and so tokens, are never logged.
+async fn log_request(request: Request, next: Next) -> Response {
+    let (method, path, started) = (request.method().clone(), request.uri().path().to_owned(), Instant::now());
+    let response = next.run(request).await;
+    tracing::info!(
+        %method,
+        path,
+        status = response.status().as_u16(),
+        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "request"
+    );
+    response
+}
+
+/// Wraps a family's router with what every function adds: the request log and a JSON:API 404.
+pub fn finish(router: Router<AppState>, state: AppState) -> Router {
+    router.fallback(|| async { ApiError::not_found() }).with_state(state).layer(middleware::from_fn(log_request))
+}
+
+/// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`.
+pub fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    if json {
+        builder.json().without_time().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// The routers each function serves. Families not built yet answer every path with a 404.
+pub mod routers {
+    use axum::Router;
+
+    use super::{finish, AppState};
+
+    pub fn accounts(state: AppState) -> Router {
+        finish(crate::accounts::router(), state)
+    }
+
+    pub fn registry_api(state: AppState) -> Router {
+        finish(Router::new(), state)
+    }
+
+    pub fn registry_protocol(state: AppState) -> Router {
+        finish(Router::new(), state)
+    }
+
+    pub fn agent_pools(state: AppState) -> Router {
+        finish(Router::new(), state)
+    }
+
+    pub fn agent_gateway(state: AppState) -> Router {
+        finish(Router::new(), state)
+    }
+
+    pub fn credential_broker(state: AppState) -> Router {
+        finish(Router::new(), state)
+    }
+
+    /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
+    pub fn all(state: AppState) -> Router {
+        let families = Router::new().merge(crate::accounts::router());
+        let mut router = finish(families, state.clone());
+        if let Some(local) = state.local_blobs.clone() {
+            router = router.merge(crate::blobs::object_routes(local));
+        }
+        router
+    }
+}

@@ -1,0 +1,97 @@
+//! Who a request acts as, and what that lets it do.
+
+use serde::{Deserialize, Serialize};
+
+/// The organization-level permissions a team can be granted (HCP Terraform's
+/// `organization-access`). The owners team holds all of them implicitly.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct OrganizationAccess {
+    #[serde(default)]
+    pub manage_modules: bool,
+    #[serde(default)]
+    pub manage_agent_pools: bool,
+    #[serde(default)]
+    pub manage_workspaces: bool,
+}
+
+/// One permission inside an organization.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permission {
+    /// See the organization and what it holds.
+    Read,
+    ManageModules,
+    ManageAgentPools,
+    ManageWorkspaces,
+    /// What only owners may do: teams, tokens, settings, deleting modules.
+    Own,
+}
+
+/// What a team token carries: copied from the team when the token is made, and rewritten
+/// whenever the team changes, so a request needs only the token's item.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TeamGrant {
+    pub org_id: String,
+    pub team_id: String,
+    pub owners: bool,
+    pub access: OrganizationAccess,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Principal {
+    SiteAdmin,
+    Team(TeamGrant),
+}
+
+impl Principal {
+    pub fn is_site_admin(&self) -> bool {
+        matches!(self, Principal::SiteAdmin)
+    }
+
+    /// Whether the principal may do `permission` in the organization with this id.
+    pub fn can(&self, org_id: &str, permission: Permission) -> bool {
+        match self {
+            Principal::SiteAdmin => true,
+            Principal::Team(grant) if grant.org_id != org_id => false,
+            Principal::Team(grant) if grant.owners => true,
+            Principal::Team(grant) => match permission {
+                Permission::Read => true,
+                Permission::ManageModules => grant.access.manage_modules,
+                Permission::ManageAgentPools => grant.access.manage_agent_pools,
+                Permission::ManageWorkspaces => grant.access.manage_workspaces,
+                Permission::Own => false,
+            },
+        }
+    }
+
+    /// The organization a team token belongs to (`None` for the site admin).
+    pub fn org_id(&self) -> Option<&str> {
+        match self {
+            Principal::SiteAdmin => None,
+            Principal::Team(grant) => Some(&grant.org_id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn team(owners: bool, access: OrganizationAccess) -> Principal {
+        Principal::Team(TeamGrant { org_id: "org-a".into(), team_id: "team-1".into(), owners, access })
+    }
+
+    #[test]
+    fn permissions_follow_owners_flags_and_organization() {
+        let modules = team(false, OrganizationAccess { manage_modules: true, ..Default::default() });
+        assert!(modules.can("org-a", Permission::Read));
+        assert!(modules.can("org-a", Permission::ManageModules));
+        assert!(!modules.can("org-a", Permission::ManageAgentPools));
+        assert!(!modules.can("org-a", Permission::Own));
+        assert!(!modules.can("org-b", Permission::Read));
+        assert!(team(true, OrganizationAccess::default()).can("org-a", Permission::Own));
+        assert!(!team(true, OrganizationAccess::default()).can("org-b", Permission::Read));
+        assert!(Principal::SiteAdmin.can("org-b", Permission::Own));
+    }
+}

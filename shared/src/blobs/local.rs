@@ -1,0 +1,223 @@
+//! Local blobs: files under the data directory, reached through links signed with HMAC-SHA256
+//! over the method, object id and expiry. dev-server serves the links with [`object_routes`]:
+//! a bad or expired signature is a 403, a body over the size cap a 413, and an upload is
+//! written to a temporary file and renamed into place only once complete.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures::StreamExt;
+use hmac::{Hmac, Mac};
+use serde::Deserialize;
+use sha2::Sha256;
+use tokio::io::AsyncWriteExt;
+
+use super::{BlobError, BlobReader, BlobStore, ObjectId, UPLOAD_CONTENT_TYPE};
+use crate::api::ApiError;
+
+const KEY_FILE: &str = "blob-signing.key";
+
+#[derive(Clone)]
+pub struct LocalBlobs {
+    dir: PathBuf,
+    signing_key: Vec<u8>,
+    base_url: String,
+    max_upload_bytes: u64,
+}
+
+/// Reads the data directory's signing key, creating it on first use, so every process sharing
+/// the directory signs and checks links alike.
+pub fn signing_key(data_dir: &Path) -> Result<Vec<u8>, BlobError> {
+    let path = data_dir.join(KEY_FILE);
+    match std::fs::read(&path) {
+        Ok(key) if key.len() >= 32 => Ok(key),
+        _ => {
+            let key = crate::ids::random_token(64).into_bytes();
+            write_private(&path, &key).map_err(BlobError::backend)?;
+            // Another process may have won the race to create it: use whichever is on disk.
+            std::fs::read(&path).map_err(BlobError::backend)
+        }
+    }
+}
+
+/// Writes a file readable only by its owner.
+pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(path) {
+        Ok(mut file) => file.write_all(contents),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+impl LocalBlobs {
+    /// `base_url` prefixes the links (empty gives relative links such as `/object/…`).
+    pub fn new(dir: PathBuf, signing_key: Vec<u8>, base_url: String, max_upload_bytes: u64) -> Result<Self, BlobError> {
+        std::fs::create_dir_all(&dir).map_err(BlobError::backend)?;
+        Ok(Self { dir, signing_key, base_url: base_url.trim_end_matches('/').to_owned(), max_upload_bytes })
+    }
+
+    /// The same store with links on another base URL (dev-server learns its port after binding).
+    pub fn with_base_url(mut self, base_url: &str) -> Self {
+        self.base_url = base_url.trim_end_matches('/').to_owned();
+        self
+    }
+
+    fn path(&self, id: &ObjectId) -> PathBuf {
+        self.dir.join(id.as_str())
+    }
+
+    fn signature(&self, method: &str, id: &ObjectId, expires: i64) -> String {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.signing_key).expect("HMAC takes keys of any length");
+        mac.update(format!("{method}\n{id}\n{expires}").as_bytes());
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    fn signed_url(&self, method: &str, id: &ObjectId, valid_for: Duration) -> String {
+        let expires = chrono::Utc::now().timestamp() + valid_for.as_secs() as i64;
+        let signature = self.signature(method, id, expires);
+        format!("{}/object/{id}?expires={expires}&signature={signature}", self.base_url)
+    }
+
+    /// Whether a link's signature is this store's and has not expired (constant-time compare).
+    fn verify(&self, method: &str, id: &ObjectId, link: &Signed) -> bool {
+        let Ok(presented) = hex::decode(&link.signature) else { return false };
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.signing_key).expect("HMAC takes keys of any length");
+        mac.update(format!("{method}\n{id}\n{}", link.expires).as_bytes());
+        link.expires > chrono::Utc::now().timestamp() && mac.verify_slice(&presented).is_ok()
+    }
+}
+
+#[async_trait]
+impl BlobStore for LocalBlobs {
+    async fn upload_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError> {
+        Ok(self.signed_url("PUT", id, valid_for))
+    }
+
+    async fn download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError> {
+        Ok(self.signed_url("GET", id, valid_for))
+    }
+
+    async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError> {
+        match tokio::fs::File::open(self.path(id)).await {
+            Ok(file) => Ok(Box::pin(file)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(BlobError::backend(e)),
+        }
+    }
+
+    async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
+        match tokio::fs::remove_file(self.path(id)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BlobError::backend(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct Signed {
+    expires: i64,
+    signature: String,
+}
+
+/// `PUT` and `GET /object/{id}` for signed links.
+pub fn object_routes(blobs: LocalBlobs) -> Router {
+    Router::new().route("/object/{id}", get(download).put(upload)).with_state(blobs)
+}
+
+fn denied(detail: &str) -> Response {
+    ApiError::forbidden(detail).into_response()
+}
+
+fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, Response> {
+    let id = ObjectId::parse(id).ok_or_else(ApiError::not_found).map_err(IntoResponse::into_response)?;
+    match link {
+        Some(Query(link)) if blobs.verify(method, &id, &link) => Ok(id),
+        _ => Err(denied("The link's signature is invalid or has expired.")),
+    }
+}
+
+async fn download(
+    State(blobs): State<LocalBlobs>,
+    UrlPath(id): UrlPath<String>,
+    link: Result<Query<Signed>, QueryRejection>,
+) -> Response {
+    let id = match authorize(&blobs, "GET", &id, link.ok()) {
+        Ok(id) => id,
+        Err(response) => return response,
+    };
+    match blobs.open(&id).await {
+        Ok(reader) => {
+            let body = Body::from_stream(tokio_util::io::ReaderStream::new(reader));
+            ([(header::CONTENT_TYPE, UPLOAD_CONTENT_TYPE)], body).into_response()
+        }
+        Err(BlobError::NotFound) => ApiError::not_found().into_response(),
+        Err(e) => ApiError::internal(e).into_response(),
+    }
+}
+
+async fn upload(
+    State(blobs): State<LocalBlobs>,
+    UrlPath(id): UrlPath<String>,
+    link: Result<Query<Signed>, QueryRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let id = match authorize(&blobs, "PUT", &id, link.ok()) {
+        Ok(id) => id,
+        Err(response) => return response,
+    };
+    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
+    if content_type != UPLOAD_CONTENT_TYPE {
+        // S3 refuses such a PUT the same way: the content type is part of the signed request.
+        return denied("This upload link requires `Content-Type: application/octet-stream`.");
+    }
+    match receive(&blobs, &id, body).await {
+        Ok(()) => StatusCode::OK.into_response(),
+        Err(response) => response,
+    }
+}
+
+/// Streams the body into a temporary file and renames it into place once complete; any
+/// failure removes the temporary file, so no partial object is ever visible.
+async fn receive(blobs: &LocalBlobs, id: &ObjectId, body: Body) -> Result<(), Response> {
+    let temp = blobs.dir.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
+    let result = write_capped(&temp, body, blobs.max_upload_bytes).await;
+    let result = match result {
+        Ok(()) => tokio::fs::rename(&temp, blobs.path(id)).await.map_err(|e| ApiError::internal(e).into_response()),
+        Err(response) => Err(response),
+    };
+    if result.is_err() {
+        let _ = tokio::fs::remove_file(&temp).await;
+    }
+    result
+}
+
+async fn write_capped(path: &Path, body: Body, cap: u64) -> Result<(), Response> {
+    let internal = |e: std::io::Error| ApiError::internal(e).into_response();
+    let mut file = tokio::fs::File::create(path).await.map_err(internal)?;
+    let mut stream = body.into_data_stream();
+    let mut written: u64 = 0;
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("upload interrupted: {e}")).into_response())?;
+        written += chunk.len() as u64;
+        if written > cap {
+            let detail = format!("The upload exceeds the limit of {cap} bytes.");
+            return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", detail).into_response());
+        }
+        file.write_all(&chunk).await.map_err(internal)?;
+    }
+    file.sync_all().await.map_err(internal)
+}

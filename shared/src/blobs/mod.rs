@@ -1,0 +1,86 @@
+//! The object-store port: archives live under `object/<object-id>`, reached by pre-signed
+//! links that carry no bearer token. Two adapters: [`S3Blobs`] and [`LocalBlobs`] (files in the
+//! data directory, links signed with HMAC and served by dev-server's `/object/` routes).
+
+mod local;
+mod s3;
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::io::AsyncRead;
+
+pub use local::{object_routes, signing_key, LocalBlobs};
+pub use s3::S3Blobs;
+
+/// The content type every upload link expects.
+pub const UPLOAD_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// A streaming reader over a stored object.
+pub type BlobReader = Pin<Box<dyn AsyncRead + Send>>;
+
+/// The id of a stored object: letters, digits, `-` and `_` only, so it is safe in a key and a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ObjectId(String);
+
+impl ObjectId {
+    pub fn parse(raw: &str) -> Option<Self> {
+        let valid = !raw.is_empty()
+            && raw.len() <= 128
+            && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        valid.then(|| ObjectId(raw.to_owned()))
+    }
+
+    /// A fresh random id.
+    pub fn generate() -> Self {
+        ObjectId(crate::ids::random_token(24))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The object's key in the bucket.
+    pub fn key(&self) -> String {
+        format!("object/{}", self.0)
+    }
+}
+
+impl std::fmt::Display for ObjectId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BlobError {
+    #[error("object not found")]
+    NotFound,
+    #[error("blob store error: {0}")]
+    Backend(String),
+}
+
+impl BlobError {
+    pub fn backend(e: impl std::fmt::Display) -> Self {
+        BlobError::Backend(e.to_string())
+    }
+}
+
+#[async_trait]
+pub trait BlobStore: Send + Sync + 'static {
+    /// A link that accepts one `PUT` of the object's bytes with `Content-Type: application/octet-stream`.
+    async fn upload_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError>;
+
+    /// A link that serves the object to a `GET`.
+    async fn download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError>;
+
+    /// Streams the stored object.
+    async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError>;
+
+    /// Removes the object; removing a missing object succeeds.
+    async fn delete(&self, id: &ObjectId) -> Result<(), BlobError>;
+}
+
+pub type Blobs = Arc<dyn BlobStore>;

@@ -1,0 +1,97 @@
+//! The AWS adapter of the object store: objects in one S3 bucket, reached through pre-signed
+//! links so that clients move archive bytes straight to and from S3, never through a function.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_s3::error::{DisplayErrorContext, SdkError};
+use aws_sdk_s3::operation::get_object::GetObjectError;
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
+use aws_sdk_s3::Client;
+
+use super::{BlobError, BlobReader, BlobStore, ObjectId, UPLOAD_CONTENT_TYPE};
+
+/// The object store on an S3 bucket.
+#[derive(Clone)]
+pub struct S3Blobs {
+    client: Client,
+    bucket: String,
+}
+
+impl S3Blobs {
+    /// A store on `bucket`, which must exist (see [`S3Blobs::create_bucket_if_missing`]).
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        Self { client, bucket: bucket.into() }
+    }
+
+    /// Creates the bucket, in the client's region, unless it exists.
+    pub async fn create_bucket_if_missing(&self) -> Result<(), BlobError> {
+        match self.client.head_bucket().bucket(&self.bucket).send().await {
+            Ok(_) => return Ok(()),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => {}
+            Err(e) => return Err(backend(e)),
+        }
+        let mut request = self.client.create_bucket().bucket(&self.bucket);
+        // us-east-1 is the one region that takes no location constraint.
+        if let Some(region) = self.client.config().region().map(|r| r.as_ref()).filter(|r| *r != "us-east-1") {
+            let location = CreateBucketConfiguration::builder()
+                .location_constraint(BucketLocationConstraint::from(region))
+                .build();
+            request = request.create_bucket_configuration(location);
+        }
+        match request.send().await {
+            Err(e) if !e.as_service_error().is_some_and(|e| e.is_bucket_already_owned_by_you()) => Err(backend(e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl BlobStore for S3Blobs {
+    async fn upload_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError> {
+        let request = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(id.key())
+            .content_type(UPLOAD_CONTENT_TYPE)
+            .presigned(presigning(valid_for)?)
+            .await
+            .map_err(backend)?;
+        Ok(request.uri().to_owned())
+    }
+
+    async fn download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError> {
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(id.key())
+            .presigned(presigning(valid_for)?)
+            .await
+            .map_err(backend)?;
+        Ok(request.uri().to_owned())
+    }
+
+    async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError> {
+        match self.client.get_object().bucket(&self.bucket).key(id.key()).send().await {
+            Ok(object) => Ok(Box::pin(object.body.into_async_read())),
+            Err(e) if e.as_service_error().is_some_and(GetObjectError::is_no_such_key) => Err(BlobError::NotFound),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
+        self.client.delete_object().bucket(&self.bucket).key(id.key()).send().await.map_err(backend)?;
+        Ok(())
+    }
+}
+
+fn presigning(valid_for: Duration) -> Result<PresigningConfig, BlobError> {
+    PresigningConfig::expires_in(valid_for).map_err(BlobError::backend)
+}
+
+fn backend<E: std::error::Error + 'static>(err: SdkError<E>) -> BlobError {
+    BlobError::Backend(DisplayErrorContext(&err).to_string())
+}

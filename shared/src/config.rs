@@ -1,0 +1,87 @@
+//! Every setting, read once from the environment at start. README.md documents each one.
+
+use std::path::PathBuf;
+
+/// Which product Hangar behaves as; some features exist only on some editions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Edition {
+    /// HCP Terraform's behaviour (the default): public module curation allowed.
+    Hosted,
+    /// Terraform Enterprise's: `registry-name` must be `private`.
+    SelfHosted,
+    /// Hosted, plus the broker's Enterprise-only parameters.
+    Enterprise,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    Sqlite,
+    Dynamodb,
+}
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub edition: Edition,
+    pub store: StoreKind,
+    pub data_dir: PathBuf,
+    pub table: String,
+    pub bucket: String,
+    /// The address clients reach Hangar at; links are built from it, else from the request.
+    pub public_url: Option<String>,
+    pub admin_token: Option<String>,
+    pub max_upload_bytes: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{name}: {problem}")]
+pub struct ConfigError {
+    pub name: &'static str,
+    pub problem: String,
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, ConfigError> {
+        let edition = match var("HANGAR_EDITION").as_deref() {
+            None | Some("hosted") => Edition::Hosted,
+            Some("self-hosted") => Edition::SelfHosted,
+            Some("enterprise") => Edition::Enterprise,
+            Some(other) => {
+                return Err(ConfigError {
+                    name: "HANGAR_EDITION",
+                    problem: format!("`{other}` is not hosted, self-hosted or enterprise"),
+                })
+            }
+        };
+        let store = match var("HANGAR_STORE").as_deref() {
+            None | Some("sqlite") => StoreKind::Sqlite,
+            Some("dynamodb") => StoreKind::Dynamodb,
+            Some(other) => {
+                return Err(ConfigError {
+                    name: "HANGAR_STORE",
+                    problem: format!("`{other}` is not sqlite or dynamodb"),
+                })
+            }
+        };
+        let max_upload_bytes = match var("HANGAR_MAX_UPLOAD_BYTES") {
+            None => 512 * 1024 * 1024,
+            Some(raw) => raw.parse().map_err(|_| ConfigError {
+                name: "HANGAR_MAX_UPLOAD_BYTES",
+                problem: format!("`{raw}` is not a number of bytes"),
+            })?,
+        };
+        Ok(Self {
+            edition,
+            store,
+            data_dir: var("HANGAR_DATA_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".hangar")),
+            table: var("HANGAR_TABLE").unwrap_or_else(|| "hangar".into()),
+            bucket: var("HANGAR_BUCKET").unwrap_or_else(|| "hangar-archives".into()),
+            public_url: var("HANGAR_PUBLIC_URL").map(|url| url.trim_end_matches('/').to_owned()),
+            admin_token: var("HANGAR_ADMIN_TOKEN"),
+            max_upload_bytes,
+        })
+    }
+}

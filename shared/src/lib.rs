@@ -1,0 +1,13 @@
+//! Hangar's domain crate: the three API families, their storage ports and adapters, and the
+//! HTTP routers that both the Lambda functions and dev-server serve.
+
+pub mod accounts;
+pub mod api;
+pub mod app;
+pub mod auth;
+pub mod blobs;
+pub mod config;
+pub mod ids;
+pub mod jobs;
+pub mod lambda;
+pub mod store;

@@ -1,0 +1,365 @@
+//! The item-store port: DynamoDB's own primitives (get, conditional put / update / delete,
+//! partition queries with a sort-key prefix and an opaque cursor, secondary-index queries,
+//! all-or-nothing transactions, TTL), with two adapters: [`SqliteStore`] for local runs and
+//! [`DynamoStore`] for AWS. Key strings are built in [`keys`] and nowhere else.
+
+mod condition;
+mod dynamo;
+pub mod keys;
+pub mod pointer;
+mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use condition::Condition;
+pub use dynamo::DynamoStore;
+pub use sqlite::SqliteStore;
+
+/// The attributes of an item, as a JSON object (numbers, strings, booleans, nulls, lists, maps).
+pub type Attrs = Map<String, Value>;
+
+/// Attribute names the adapters reserve for keys and expiry; domain attributes never use them.
+pub const PK: &str = "PK";
+pub const SK: &str = "SK";
+pub const TTL: &str = "expires_at";
+
+/// The primary key of an item.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Key {
+    pub pk: String,
+    pub sk: String,
+}
+
+impl Key {
+    pub fn new(pk: impl Into<String>, sk: impl Into<String>) -> Self {
+        Self { pk: pk.into(), sk: sk.into() }
+    }
+}
+
+/// The secondary indexes of the table. Each projects all attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Index {
+    Gsi1,
+    Gsi2,
+}
+
+impl Index {
+    pub const ALL: [Index; 2] = [Index::Gsi1, Index::Gsi2];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Index::Gsi1 => "GSI1",
+            Index::Gsi2 => "GSI2",
+        }
+    }
+
+    /// The attribute names holding this index's partition and sort key.
+    pub fn key_attrs(self) -> (&'static str, &'static str) {
+        match self {
+            Index::Gsi1 => ("GSI1PK", "GSI1SK"),
+            Index::Gsi2 => ("GSI2PK", "GSI2SK"),
+        }
+    }
+}
+
+/// One stored item: its key and its attributes (which may include index keys and the TTL).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub key: Key,
+    pub attrs: Attrs,
+}
+
+impl Item {
+    pub fn new(key: Key, attrs: Attrs) -> Self {
+        Self { key, attrs }
+    }
+
+    /// Builds an item from any serializable value whose JSON form is an object.
+    pub fn from_value<T: Serialize>(key: Key, value: &T) -> Result<Self, StoreError> {
+        match serde_json::to_value(value).map_err(StoreError::backend)? {
+            Value::Object(attrs) => Ok(Self { key, attrs }),
+            other => Err(StoreError::Backend(format!("item body must be an object, got {other}"))),
+        }
+    }
+
+    /// Places the item in a secondary index under the given partition and sort key.
+    pub fn with_index(mut self, index: Index, pk: impl Into<String>, sk: impl Into<String>) -> Self {
+        let (pk_attr, sk_attr) = index.key_attrs();
+        self.attrs.insert(pk_attr.into(), Value::String(pk.into()));
+        self.attrs.insert(sk_attr.into(), Value::String(sk.into()));
+        self
+    }
+
+    /// Makes the item expire (vanish from reads) at the given unix time in seconds.
+    pub fn with_ttl(mut self, expires_at: i64) -> Self {
+        self.attrs.insert(TTL.into(), Value::from(expires_at));
+        self
+    }
+
+    /// Deserializes the attributes (index keys and TTL are ignored by `T` unless it names them).
+    pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, StoreError> {
+        serde_json::from_value(Value::Object(self.attrs.clone())).map_err(StoreError::backend)
+    }
+
+    pub fn index_key(&self, index: Index) -> Option<(&str, &str)> {
+        let (pk_attr, sk_attr) = index.key_attrs();
+        Some((self.attrs.get(pk_attr)?.as_str()?, self.attrs.get(sk_attr)?.as_str()?))
+    }
+
+    pub fn expires_at(&self) -> Option<i64> {
+        self.attrs.get(TTL).and_then(Value::as_i64)
+    }
+
+    /// Whether the TTL has passed: an expired item reads as absent even before the store
+    /// physically removes it (DynamoDB takes up to days to do so).
+    pub fn is_expired(&self, now: i64) -> bool {
+        self.expires_at().is_some_and(|at| at <= now)
+    }
+}
+
+/// One change of an update, applied in order to the stored attributes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpdateOp {
+    Set(String, Value),
+    Remove(String),
+    /// Adds to a numeric attribute, treating a missing one as 0.
+    Add(String, i64),
+}
+
+impl UpdateOp {
+    pub fn set(name: impl Into<String>, value: impl Into<Value>) -> Self {
+        UpdateOp::Set(name.into(), value.into())
+    }
+}
+
+/// One write of a transaction.
+#[derive(Debug, Clone)]
+pub enum Write {
+    Put {
+        item: Item,
+        condition: Condition,
+    },
+    Update {
+        key: Key,
+        ops: Vec<UpdateOp>,
+        condition: Condition,
+    },
+    Delete {
+        key: Key,
+        condition: Condition,
+    },
+    /// Writes nothing; the transaction fails unless the condition holds.
+    Check {
+        key: Key,
+        condition: Condition,
+    },
+}
+
+impl Write {
+    pub fn key(&self) -> &Key {
+        match self {
+            Write::Put { item, .. } => &item.key,
+            Write::Update { key, .. } | Write::Delete { key, .. } | Write::Check { key, .. } => key,
+        }
+    }
+}
+
+/// A query on one partition of the table or of a secondary index.
+#[derive(Debug, Clone)]
+pub struct Query {
+    pub index: Option<Index>,
+    pub partition: String,
+    pub sk_prefix: String,
+    pub limit: usize,
+    pub reverse: bool,
+    pub cursor: Option<Cursor>,
+}
+
+impl Query {
+    /// All items of a table partition whose sort key starts with `sk_prefix`, in sort order.
+    pub fn partition(partition: impl Into<String>, sk_prefix: impl Into<String>) -> Self {
+        Self {
+            index: None,
+            partition: partition.into(),
+            sk_prefix: sk_prefix.into(),
+            limit: 100,
+            reverse: false,
+            cursor: None,
+        }
+    }
+
+    /// The same on a secondary index's partition.
+    pub fn index(index: Index, partition: impl Into<String>, sk_prefix: impl Into<String>) -> Self {
+        Self { index: Some(index), ..Self::partition(partition, sk_prefix) }
+    }
+
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit.max(1);
+        self
+    }
+
+    pub fn reverse(mut self, reverse: bool) -> Self {
+        self.reverse = reverse;
+        self
+    }
+
+    pub fn after(mut self, cursor: Option<Cursor>) -> Self {
+        self.cursor = cursor;
+        self
+    }
+}
+
+/// A page of query results; `next` resumes after the last item when there may be more.
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    pub items: Vec<Item>,
+    pub next: Option<Cursor>,
+}
+
+/// An opaque position in a query's results. Callers pass it back unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor(String);
+
+impl Cursor {
+    pub(crate) fn encode(position: &Map<String, Value>) -> Self {
+        let json = serde_json::to_vec(position).expect("a JSON map always serializes");
+        Cursor(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(json))
+    }
+
+    pub(crate) fn decode(&self) -> Result<Map<String, Value>, StoreError> {
+        let bytes =
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(&self.0).map_err(|_| StoreError::InvalidCursor)?;
+        serde_json::from_slice(&bytes).map_err(|_| StoreError::InvalidCursor)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn from_string(raw: String) -> Self {
+        Cursor(raw)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The condition of a single write, or of the write at `write` in a transaction, failed.
+    #[error("condition failed")]
+    ConditionFailed { write: Option<usize> },
+    #[error("invalid page cursor")]
+    InvalidCursor,
+    #[error("transaction too large: {0} writes (at most 100)")]
+    TooManyWrites(usize),
+    #[error("store throttled the request")]
+    Throttled,
+    #[error("store error: {0}")]
+    Backend(String),
+}
+
+impl StoreError {
+    pub fn backend(e: impl std::fmt::Display) -> Self {
+        StoreError::Backend(e.to_string())
+    }
+
+    pub fn is_condition_failed(&self) -> bool {
+        matches!(self, StoreError::ConditionFailed { .. })
+    }
+
+    /// The index of the transaction write whose condition failed, if that is what happened.
+    pub fn failed_write(&self) -> Option<usize> {
+        match self {
+            StoreError::ConditionFailed { write } => *write,
+            _ => None,
+        }
+    }
+}
+
+/// The most writes one transaction may hold (DynamoDB's limit).
+pub const MAX_TRANSACTION_WRITES: usize = 100;
+
+/// The port. Reads are strongly consistent on the table and eventually consistent on indexes
+/// (as DynamoDB's), and never return expired items.
+#[async_trait]
+pub trait ItemStore: Send + Sync + 'static {
+    async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError>;
+
+    /// Puts the item (replacing any) if `condition` holds on the stored one.
+    async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError>;
+
+    /// Applies `ops` (creating the item if absent) if `condition` holds; returns the new item.
+    async fn update(&self, key: &Key, ops: Vec<UpdateOp>, condition: Condition) -> Result<Item, StoreError>;
+
+    /// Deletes the item if `condition` holds; returns what was deleted.
+    async fn delete(&self, key: &Key, condition: Condition) -> Result<Option<Item>, StoreError>;
+
+    async fn query(&self, query: Query) -> Result<Page, StoreError>;
+
+    /// Applies every write or none; at most [`MAX_TRANSACTION_WRITES`], one per key.
+    async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError>;
+}
+
+/// The store as handed around the application.
+pub type Store = Arc<dyn ItemStore>;
+
+/// Reads every item of a query, page by page. For bounded sets only (a cascade, a test).
+pub async fn query_all(store: &dyn ItemStore, mut query: Query) -> Result<Vec<Item>, StoreError> {
+    let mut items = Vec::new();
+    loop {
+        let page = store.query(query.clone()).await?;
+        items.extend(page.items);
+        match page.next {
+            Some(next) => query.cursor = Some(next),
+            None => return Ok(items),
+        }
+    }
+}
+
+pub(crate) fn now_epoch() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+pub(crate) fn validate_transaction(writes: &[Write]) -> Result<(), StoreError> {
+    if writes.len() > MAX_TRANSACTION_WRITES {
+        return Err(StoreError::TooManyWrites(writes.len()));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for write in writes {
+        if !seen.insert(write.key()) {
+            return Err(StoreError::Backend(format!(
+                "a transaction touches {}/{} twice",
+                write.key().pk,
+                write.key().sk
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Applies update operations to attributes, as DynamoDB's SET / REMOVE / ADD would.
+pub(crate) fn apply_ops(attrs: &mut Attrs, ops: &[UpdateOp]) -> Result<(), StoreError> {
+    for op in ops {
+        match op {
+            UpdateOp::Set(name, value) => {
+                attrs.insert(name.clone(), value.clone());
+            }
+            UpdateOp::Remove(name) => {
+                attrs.remove(name);
+            }
+            UpdateOp::Add(name, delta) => {
+                let current = match attrs.get(name) {
+                    None => 0,
+                    Some(v) => {
+                        v.as_i64().ok_or_else(|| StoreError::Backend(format!("ADD on non-numeric attribute {name}")))?
+                    }
+                };
+                attrs.insert(name.clone(), Value::from(current + delta));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! The embedded adapter: one SQLite file in WAL mode. Writes run in `BEGIN IMMEDIATE`
+//! transactions, so conditions and the writes they guard are atomic across threads and
+//! across processes sharing the file (e.g. dev-server beside `cargo lambda watch`).
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use rusqlite::{params_from_iter, Connection, OptionalExtension, TransactionBehavior};
+use serde_json::{Map, Value};
+
+use super::{
+    apply_ops, now_epoch, validate_transaction, Attrs, Condition, Cursor, Index, Item, ItemStore, Key, Page, Query,
+    StoreError, UpdateOp, Write,
+};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS items (
+    pk TEXT NOT NULL,
+    sk TEXT NOT NULL,
+    gsi1pk TEXT, gsi1sk TEXT,
+    gsi2pk TEXT, gsi2sk TEXT,
+    ttl INTEGER,
+    attrs TEXT NOT NULL,
+    PRIMARY KEY (pk, sk)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_gsi1 ON items (gsi1pk, gsi1sk, pk, sk) WHERE gsi1pk IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_gsi2 ON items (gsi2pk, gsi2sk, pk, sk) WHERE gsi2pk IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_ttl ON items (ttl) WHERE ttl IS NOT NULL;
+";
+
+/// Sorts after any character a key uses, so `[prefix, prefix + MAX)` is the prefix's range.
+const PREFIX_END: char = '\u{10FFFF}';
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    inner: Arc<Pool>,
+}
+
+struct Pool {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let conn = connect(&path)?;
+        conn.execute_batch(SCHEMA).map_err(StoreError::backend)?;
+        conn.execute("DELETE FROM items WHERE ttl IS NOT NULL AND ttl <= ?1", [now_epoch()])
+            .map_err(StoreError::backend)?;
+        Ok(Self { inner: Arc::new(Pool { path, idle: Mutex::new(vec![conn]) }) })
+    }
+
+    async fn with_conn<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        let pool = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let idle = pool.idle.lock().expect("pool lock").pop();
+            let mut conn = match idle {
+                Some(conn) => conn,
+                None => connect(&pool.path)?,
+            };
+            let result = work(&mut conn);
+            pool.idle.lock().expect("pool lock").push(conn);
+            result
+        })
+        .await
+        .map_err(StoreError::backend)?
+    }
+
+    /// Runs `work` inside one immediate (write-locking) transaction.
+    async fn write<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&rusqlite::Transaction<'_>) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
+        self.with_conn(move |conn| {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(StoreError::backend)?;
+            let out = work(&tx)?;
+            tx.commit().map_err(StoreError::backend)?;
+            Ok(out)
+        })
+        .await
+    }
+}
+
+fn connect(path: &Path) -> Result<Connection, StoreError> {
+    let conn = Connection::open(path).map_err(StoreError::backend)?;
+    conn.busy_timeout(Duration::from_secs(10)).map_err(StoreError::backend)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;")
+        .map_err(StoreError::backend)?;
+    Ok(conn)
+}
+
+fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
+    let attrs: Option<String> = conn
+        .query_row(
+            "SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)",
+            (&key.pk, &key.sk, now_epoch()),
+            |row| row.get(0),
+        )
+        .optional()
+        .map_err(StoreError::backend)?;
+    attrs.map(|json| Ok(Item::new(key.clone(), parse_attrs(&json)?))).transpose()
+}
+
+fn parse_attrs(json: &str) -> Result<Attrs, StoreError> {
+    serde_json::from_str(json).map_err(StoreError::backend)
+}
+
+fn store(conn: &Connection, item: &Item) -> Result<(), StoreError> {
+    let index_col = |index: Index, part: usize| {
+        item.index_key(index).map(|(pk, sk)| if part == 0 { pk.to_owned() } else { sk.to_owned() })
+    };
+    conn.execute(
+        "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, attrs)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        (
+            &item.key.pk,
+            &item.key.sk,
+            index_col(Index::Gsi1, 0),
+            index_col(Index::Gsi1, 1),
+            index_col(Index::Gsi2, 0),
+            index_col(Index::Gsi2, 1),
+            item.expires_at(),
+            serde_json::to_string(&item.attrs).map_err(StoreError::backend)?,
+        ),
+    )
+    .map_err(StoreError::backend)?;
+    Ok(())
+}
+
+fn remove(conn: &Connection, key: &Key) -> Result<(), StoreError> {
+    conn.execute("DELETE FROM items WHERE pk = ?1 AND sk = ?2", (&key.pk, &key.sk)).map_err(StoreError::backend)?;
+    Ok(())
+}
+
+fn check(
+    conn: &Connection,
+    key: &Key,
+    condition: &Condition,
+    write: Option<usize>,
+) -> Result<Option<Item>, StoreError> {
+    let stored = read(conn, key)?;
+    if condition.holds(stored.as_ref()) {
+        Ok(stored)
+    } else {
+        Err(StoreError::ConditionFailed { write })
+    }
+}
+
+fn updated(key: &Key, stored: Option<Item>, ops: &[UpdateOp]) -> Result<Item, StoreError> {
+    let mut attrs = stored.map(|item| item.attrs).unwrap_or_default();
+    apply_ops(&mut attrs, ops)?;
+    Ok(Item::new(key.clone(), attrs))
+}
+
+/// Applies one write of a transaction (or a single write, with `position` None).
+fn apply(conn: &Connection, write: &Write, position: Option<usize>) -> Result<Option<Item>, StoreError> {
+    match write {
+        Write::Put { item, condition } => {
+            check(conn, &item.key, condition, position)?;
+            store(conn, item)?;
+            Ok(Some(item.clone()))
+        }
+        Write::Update { key, ops, condition } => {
+            let stored = check(conn, key, condition, position)?;
+            let item = updated(key, stored, ops)?;
+            store(conn, &item)?;
+            Ok(Some(item))
+        }
+        Write::Delete { key, condition } => {
+            let stored = check(conn, key, condition, position)?;
+            remove(conn, key)?;
+            Ok(stored)
+        }
+        Write::Check { key, condition } => {
+            check(conn, key, condition, position)?;
+            Ok(None)
+        }
+    }
+}
+
+/// The columns a query reads its partition and sort key from.
+fn columns(index: Option<Index>) -> (&'static str, &'static str) {
+    match index {
+        None => ("pk", "sk"),
+        Some(Index::Gsi1) => ("gsi1pk", "gsi1sk"),
+        Some(Index::Gsi2) => ("gsi2pk", "gsi2sk"),
+    }
+}
+
+fn run_query(conn: &Connection, query: &Query) -> Result<Page, StoreError> {
+    let (part_col, sort_col) = columns(query.index);
+    let mut sql =
+        format!("SELECT pk, sk, attrs, {sort_col} FROM items WHERE {part_col} = ?1 AND (ttl IS NULL OR ttl > ?2)");
+    let mut params: Vec<rusqlite::types::Value> = vec![query.partition.clone().into(), now_epoch().into()];
+    if !query.sk_prefix.is_empty() {
+        params.push(query.sk_prefix.clone().into());
+        params.push(format!("{}{PREFIX_END}", query.sk_prefix).into());
+        sql += &format!(" AND {sort_col} >= ?{} AND {sort_col} < ?{}", params.len() - 1, params.len());
+    }
+    let (cmp, order) = if query.reverse { ("<", "DESC") } else { (">", "ASC") };
+    if let Some(cursor) = &query.cursor {
+        let position = cursor.decode()?;
+        let field = |name: &str| -> Result<String, StoreError> {
+            position.get(name).and_then(Value::as_str).map(str::to_owned).ok_or(StoreError::InvalidCursor)
+        };
+        let (pk, sk) = (field("pk")?, field("sk")?);
+        if query.index.is_some() {
+            params.extend([field("isk")?.into(), pk.into(), sk.into()]);
+            let n = params.len();
+            sql += &format!(" AND ({sort_col}, pk, sk) {cmp} (?{}, ?{}, ?{n})", n - 2, n - 1);
+        } else {
+            params.push(sk.into());
+            sql += &format!(" AND sk {cmp} ?{}", params.len());
+        }
+    }
+    let tie_break = if query.index.is_some() { format!(", pk {order}, sk {order}") } else { String::new() };
+    sql += &format!(" ORDER BY {sort_col} {order}{tie_break} LIMIT {}", query.limit + 1);
+
+    let mut statement = conn.prepare_cached(&sql).map_err(StoreError::backend)?;
+    let mut rows = statement.query(params_from_iter(params)).map_err(StoreError::backend)?;
+    let mut items = Vec::new();
+    let mut last_sort = String::new();
+    let mut more = false;
+    while let Some(row) = rows.next().map_err(StoreError::backend)? {
+        if items.len() == query.limit {
+            more = true;
+            break;
+        }
+        let key = Key::new(
+            row.get::<_, String>(0).map_err(StoreError::backend)?,
+            row.get::<_, String>(1).map_err(StoreError::backend)?,
+        );
+        let attrs = parse_attrs(&row.get::<_, String>(2).map_err(StoreError::backend)?)?;
+        last_sort = row.get(3).map_err(StoreError::backend)?;
+        items.push(Item::new(key, attrs));
+    }
+    let next = match (more, items.last()) {
+        (true, Some(last)) => {
+            let mut position = Map::new();
+            position.insert("pk".into(), last.key.pk.clone().into());
+            position.insert("sk".into(), last.key.sk.clone().into());
+            if query.index.is_some() {
+                position.insert("isk".into(), last_sort.into());
+            }
+            Some(Cursor::encode(&position))
+        }
+        _ => None,
+    };
+    Ok(Page { items, next })
+}
+
+#[async_trait]
+impl ItemStore for SqliteStore {
+    async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError> {
+        let key = key.clone();
+        self.with_conn(move |conn| read(conn, &key)).await
+    }
+
+    async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {
+        self.write(move |tx| apply(tx, &Write::Put { item, condition }, None).map(drop)).await
+    }
+
+    async fn update(&self, key: &Key, ops: Vec<UpdateOp>, condition: Condition) -> Result<Item, StoreError> {
+        let key = key.clone();
+        self.write(move |tx| {
+            let item = apply(tx, &Write::Update { key, ops, condition }, None)?;
+            Ok(item.expect("an update always yields the item"))
+        })
+        .await
+    }
+
+    async fn delete(&self, key: &Key, condition: Condition) -> Result<Option<Item>, StoreError> {
+        let key = key.clone();
+        self.write(move |tx| apply(tx, &Write::Delete { key, condition }, None)).await
+    }
+
+    async fn query(&self, query: Query) -> Result<Page, StoreError> {
+        self.with_conn(move |conn| run_query(conn, &query)).await
+    }
+
+    async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+        validate_transaction(&writes)?;
+        // Conditions are all checked against the state before the transaction, as DynamoDB does;
+        // writes touch distinct keys, so checking each just before applying it is equivalent.
+        self.write(move |tx| {
+            for (position, write) in writes.iter().enumerate() {
+                apply(tx, write, Some(position))?;
+            }
+            Ok(())
+        })
+        .await
+    }
+}
