@@ -43,8 +43,25 @@ fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
+impl Default for Config {
+    /// What an empty environment gives: embedded store under `./.hangar`, hosted edition.
+    fn default() -> Self {
+        Self {
+            edition: Edition::Hosted,
+            store: StoreKind::Sqlite,
+            data_dir: PathBuf::from(".hangar"),
+            table: "hangar".into(),
+            bucket: "hangar-archives".into(),
+            public_url: None,
+            admin_token: None,
+            max_upload_bytes: 512 * 1024 * 1024,
+        }
+    }
+}
+
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
+        let defaults = Self::default();
         let edition = match var("HANGAR_EDITION").as_deref() {
             None | Some("hosted") => Edition::Hosted,
             Some("self-hosted") => Edition::SelfHosted,
@@ -67,7 +84,7 @@ impl Config {
             }
         };
         let max_upload_bytes = match var("HANGAR_MAX_UPLOAD_BYTES") {
-            None => 512 * 1024 * 1024,
+            None => defaults.max_upload_bytes,
             Some(raw) => raw.parse().map_err(|_| ConfigError {
                 name: "HANGAR_MAX_UPLOAD_BYTES",
                 problem: format!("`{raw}` is not a number of bytes"),
@@ -76,9 +93,9 @@ impl Config {
         Ok(Self {
             edition,
             store,
-            data_dir: var("HANGAR_DATA_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(".hangar")),
-            table: var("HANGAR_TABLE").unwrap_or_else(|| "hangar".into()),
-            bucket: var("HANGAR_BUCKET").unwrap_or_else(|| "hangar-archives".into()),
+            data_dir: var("HANGAR_DATA_DIR").map(PathBuf::from).unwrap_or(defaults.data_dir),
+            table: var("HANGAR_TABLE").unwrap_or(defaults.table),
+            bucket: var("HANGAR_BUCKET").unwrap_or(defaults.bucket),
             public_url: var("HANGAR_PUBLIC_URL").map(|url| url.trim_end_matches('/').to_owned()),
             admin_token: var("HANGAR_ADMIN_TOKEN"),
             max_upload_bytes,

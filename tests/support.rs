@@ -1,0 +1,134 @@
+//! What every black-box test starts with: a dev-server on port 0 with a fresh data directory,
+//! its generated site-admin token, and helpers that speak JSON:API to it.
+
+use dev_server::{start, Options, Running, Store};
+use hangar::config::Config;
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+
+pub const JSONAPI: &str = "application/vnd.api+json";
+
+pub struct TestApp {
+    pub url: String,
+    pub admin_token: String,
+    pub client: reqwest::Client,
+    pub data_dir: tempfile::TempDir,
+    running: Option<Running>,
+}
+
+/// A response: status, headers and the body parsed as JSON (Null when empty).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub headers: reqwest::header::HeaderMap,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The `source.pointer` of the first error.
+    pub fn pointer(&self) -> &str {
+        self.body["errors"][0]["source"]["pointer"].as_str().unwrap_or("")
+    }
+}
+
+pub fn options(data_dir: &std::path::Path) -> Options {
+    Options {
+        listen: "127.0.0.1:0".parse().expect("an address"),
+        data_dir: data_dir.to_path_buf(),
+        store: Store::Sqlite,
+        init: false,
+        tls: false,
+    }
+}
+
+impl TestApp {
+    pub async fn spawn() -> TestApp {
+        Self::spawn_with(Config::default()).await
+    }
+
+    pub async fn spawn_with(config: Config) -> TestApp {
+        let data_dir = tempfile::tempdir().expect("a temporary directory");
+        let running = start(options(data_dir.path()), config).await.expect("dev-server starts");
+        let admin_token = running.generated_admin_token.clone().expect("a fresh data directory gets a generated token");
+        TestApp {
+            url: running.url.clone(),
+            admin_token,
+            client: reqwest::Client::new(),
+            data_dir,
+            running: Some(running),
+        }
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(running) = self.running.take() {
+            running.stop().await.expect("dev-server stops cleanly");
+        }
+    }
+
+    /// Sends a request with an optional bearer token and JSON:API body.
+    pub async fn request(&self, method: Method, path: &str, token: Option<&str>, body: Option<Value>) -> Reply {
+        let mut request = self.client.request(method, format!("{}{path}", self.url));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("Content-Type", JSONAPI).body(body.to_string());
+        }
+        let response = request.send().await.expect("the request reaches dev-server");
+        let (status, headers) = (response.status(), response.headers().clone());
+        let text = response.text().await.expect("a body");
+        let body =
+            if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        Reply { status, headers, body }
+    }
+
+    pub async fn get(&self, path: &str, token: &str) -> Reply {
+        self.request(Method::GET, path, Some(token), None).await
+    }
+
+    pub async fn post(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.request(Method::POST, path, Some(token), Some(body)).await
+    }
+
+    pub async fn patch(&self, path: &str, token: &str, body: Value) -> Reply {
+        self.request(Method::PATCH, path, Some(token), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, token: &str) -> Reply {
+        self.request(Method::DELETE, path, Some(token), None).await
+    }
+
+    /// Creates an organization as the site admin.
+    pub async fn create_organization(&self, name: &str) -> Reply {
+        let body = json!({"data": {"type": "organizations", "attributes": {"name": name, "email": "ops@example.com"}}});
+        let reply = self.post("/api/v2/organizations", &self.admin_token, body).await;
+        assert_eq!(reply.status, 201, "creating organization {name}: {:?}", reply.body);
+        reply
+    }
+
+    /// Creates a team with the given organization-access flags and returns (team id, token).
+    pub async fn team_with_token(&self, org: &str, name: &str, access: Value) -> (String, String) {
+        let body = json!({"data": {"type": "teams", "attributes": {"name": name, "organization-access": access}}});
+        let team = self.post(&format!("/api/v2/organizations/{org}/teams"), &self.admin_token, body).await;
+        assert_eq!(team.status, 201, "creating team {name}: {:?}", team.body);
+        let id = team.body["data"]["id"].as_str().expect("a team id").to_owned();
+        (id.clone(), self.token_for_team(&id).await)
+    }
+
+    /// The owners team's token of an organization.
+    pub async fn owners_token(&self, org: &str) -> String {
+        let teams = self.get(&format!("/api/v2/organizations/{org}/teams"), &self.admin_token).await;
+        let owners = teams.body["data"]
+            .as_array()
+            .and_then(|all| all.iter().find(|t| t["attributes"]["name"] == "owners"))
+            .expect("an owners team");
+        self.token_for_team(owners["id"].as_str().expect("an id")).await
+    }
+
+    pub async fn token_for_team(&self, team_id: &str) -> String {
+        let path = format!("/api/v2/teams/{team_id}/authentication-token");
+        let token = self.request(Method::POST, &path, Some(&self.admin_token), None).await;
+        assert_eq!(token.status, 201, "creating a team token: {:?}", token.body);
+        token.body["data"]["attributes"]["token"].as_str().expect("the secret, once").to_owned()
+    }
+}
