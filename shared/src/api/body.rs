@@ -181,6 +181,7 @@ mod tests {
         assert_eq!(pointer(mistyped.unwrap_err()), "/data/attributes/organization-scoped");
         let ok = parse(r#"{"data":{"type":"things","attributes":{"name":"a"}}}"#).unwrap();
         assert_eq!(ok.attributes.name, "a");
+        assert_eq!(ok.attributes.organization_scoped, None);
     }
 
     #[test]

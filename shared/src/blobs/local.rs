@@ -137,15 +137,11 @@ pub fn object_routes(blobs: LocalBlobs) -> Router {
     Router::new().route("/object/{id}", get(download).put(upload)).with_state(blobs)
 }
 
-fn denied(detail: &str) -> Response {
-    ApiError::forbidden(detail).into_response()
-}
-
-fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, Response> {
-    let id = ObjectId::parse(id).ok_or_else(ApiError::not_found).map_err(IntoResponse::into_response)?;
+fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, ApiError> {
+    let id = ObjectId::parse(id).ok_or_else(ApiError::not_found)?;
     match link {
         Some(Query(link)) if blobs.verify(method, &id, &link) => Ok(id),
-        _ => Err(denied("The link's signature is invalid or has expired.")),
+        _ => Err(ApiError::forbidden("The link's signature is invalid or has expired.")),
     }
 }
 
@@ -153,18 +149,15 @@ async fn download(
     State(blobs): State<LocalBlobs>,
     UrlPath(id): UrlPath<String>,
     link: Result<Query<Signed>, QueryRejection>,
-) -> Response {
-    let id = match authorize(&blobs, "GET", &id, link.ok()) {
-        Ok(id) => id,
-        Err(response) => return response,
-    };
+) -> Result<Response, ApiError> {
+    let id = authorize(&blobs, "GET", &id, link.ok())?;
     match blobs.open(&id).await {
         Ok(reader) => {
             let body = Body::from_stream(tokio_util::io::ReaderStream::new(reader));
-            ([(header::CONTENT_TYPE, UPLOAD_CONTENT_TYPE)], body).into_response()
+            Ok(([(header::CONTENT_TYPE, UPLOAD_CONTENT_TYPE)], body).into_response())
         }
-        Err(BlobError::NotFound) => ApiError::not_found().into_response(),
-        Err(e) => ApiError::internal(e).into_response(),
+        Err(BlobError::NotFound) => Err(ApiError::not_found()),
+        Err(e) => Err(ApiError::internal(e)),
     }
 }
 
@@ -174,30 +167,24 @@ async fn upload(
     link: Result<Query<Signed>, QueryRejection>,
     headers: HeaderMap,
     body: Body,
-) -> Response {
-    let id = match authorize(&blobs, "PUT", &id, link.ok()) {
-        Ok(id) => id,
-        Err(response) => return response,
-    };
+) -> Result<StatusCode, ApiError> {
+    let id = authorize(&blobs, "PUT", &id, link.ok())?;
     let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
     if content_type != UPLOAD_CONTENT_TYPE {
         // S3 refuses such a PUT the same way: the content type is part of the signed request.
-        return denied("This upload link requires `Content-Type: application/octet-stream`.");
+        return Err(ApiError::forbidden("This upload link requires `Content-Type: application/octet-stream`."));
     }
-    match receive(&blobs, &id, body).await {
-        Ok(()) => StatusCode::OK.into_response(),
-        Err(response) => response,
-    }
+    receive(&blobs, &id, body).await?;
+    Ok(StatusCode::OK)
 }
 
 /// Streams the body into a temporary file and renames it into place once complete; any
 /// failure removes the temporary file, so no partial object is ever visible.
-async fn receive(blobs: &LocalBlobs, id: &ObjectId, body: Body) -> Result<(), Response> {
+async fn receive(blobs: &LocalBlobs, id: &ObjectId, body: Body) -> Result<(), ApiError> {
     let temp = blobs.dir.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
-    let result = write_capped(&temp, body, blobs.max_upload_bytes).await;
-    let result = match result {
-        Ok(()) => tokio::fs::rename(&temp, blobs.path(id)).await.map_err(|e| ApiError::internal(e).into_response()),
-        Err(response) => Err(response),
+    let result = match write_capped(&temp, body, blobs.max_upload_bytes).await {
+        Ok(()) => tokio::fs::rename(&temp, blobs.path(id)).await.map_err(ApiError::internal),
+        Err(e) => Err(e),
     };
     if result.is_err() {
         let _ = tokio::fs::remove_file(&temp).await;
@@ -205,19 +192,18 @@ async fn receive(blobs: &LocalBlobs, id: &ObjectId, body: Body) -> Result<(), Re
     result
 }
 
-async fn write_capped(path: &Path, body: Body, cap: u64) -> Result<(), Response> {
-    let internal = |e: std::io::Error| ApiError::internal(e).into_response();
-    let mut file = tokio::fs::File::create(path).await.map_err(internal)?;
+async fn write_capped(path: &Path, body: Body, cap: u64) -> Result<(), ApiError> {
+    let mut file = tokio::fs::File::create(path).await.map_err(ApiError::internal)?;
     let mut stream = body.into_data_stream();
     let mut written: u64 = 0;
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("upload interrupted: {e}")).into_response())?;
+        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("upload interrupted: {e}")))?;
         written += chunk.len() as u64;
         if written > cap {
             let detail = format!("The upload exceeds the limit of {cap} bytes.");
-            return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", detail).into_response());
+            return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", detail));
         }
-        file.write_all(&chunk).await.map_err(internal)?;
+        file.write_all(&chunk).await.map_err(ApiError::internal)?;
     }
-    file.sync_all().await.map_err(internal)
+    file.sync_all().await.map_err(ApiError::internal)
 }
