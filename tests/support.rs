@@ -3,6 +3,7 @@
 
 use dev_server::{start, Options, Running, Store};
 use hangar::config::Config;
+use hangar::ids::random_token;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 
@@ -48,7 +49,13 @@ impl TestApp {
 
     pub async fn spawn_with(config: Config) -> TestApp {
         let data_dir = tempfile::tempdir().expect("a temporary directory");
-        let running = start(options(data_dir.path()), config).await.expect("dev-server starts");
+        let options = options(data_dir.path());
+        Self::spawn_in(data_dir, options, config).await
+    }
+
+    /// Starts dev-server with explicit options in `data_dir`.
+    pub async fn spawn_in(data_dir: tempfile::TempDir, options: Options, config: Config) -> TestApp {
+        let running = start(options, config).await.expect("dev-server starts");
         let admin_token = running.generated_admin_token.clone().expect("a fresh data directory gets a generated token");
         TestApp {
             url: running.url.clone(),
@@ -131,4 +138,39 @@ impl TestApp {
         assert_eq!(token.status, 201, "creating a team token: {:?}", token.body);
         token.body["data"]["attributes"]["token"].as_str().expect("the secret, once").to_owned()
     }
+}
+
+/// The AWS emulator's endpoint from `HANGAR_TEST_MOTO_ENDPOINT`, with the SDK's environment
+/// pointed at it. Without it the caller skips, except under `CI=true`, where that is a failure.
+pub fn moto() -> Option<String> {
+    match std::env::var("HANGAR_TEST_MOTO_ENDPOINT") {
+        Ok(endpoint) if !endpoint.is_empty() => {
+            for (name, value) in [
+                ("AWS_ENDPOINT_URL", endpoint.as_str()),
+                ("AWS_ACCESS_KEY_ID", "testing"),
+                ("AWS_SECRET_ACCESS_KEY", "testing"),
+                ("AWS_REGION", "us-east-1"),
+            ] {
+                std::env::set_var(name, value);
+            }
+            Some(endpoint)
+        }
+        _ if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("the AWS emulator is required under CI: set HANGAR_TEST_MOTO_ENDPOINT (tests/run does)")
+        }
+        _ => {
+            eprintln!("skipped: HANGAR_TEST_MOTO_ENDPOINT is not set (run tests/run to start moto)");
+            None
+        }
+    }
+}
+
+/// dev-server on DynamoDB and S3 in the emulator, with a fresh table and bucket.
+pub async fn spawn_on_dynamodb() -> Option<TestApp> {
+    moto()?;
+    let data_dir = tempfile::tempdir().expect("a temporary directory");
+    let suffix = random_token(10).to_lowercase();
+    let config = Config { table: format!("hangar-{suffix}"), bucket: format!("hangar-{suffix}"), ..Config::default() };
+    let options = Options { store: Store::Dynamodb, init: true, ..options(data_dir.path()) };
+    Some(TestApp::spawn_in(data_dir, options, config).await)
 }
