@@ -9,10 +9,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, ConditionCheck, Delete, GlobalSecondaryIndex, IndexStatus,
-    KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue, ScalarAttributeType, TableStatus,
-    TimeToLiveSpecification, TimeToLiveStatus, TransactWriteItem, Update,
+    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck, Delete, GlobalSecondaryIndex,
+    IndexStatus, KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue,
+    ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TableStatus, TimeToLiveSpecification, TimeToLiveStatus,
+    TransactWriteItem, Update,
 };
 use aws_sdk_dynamodb::Client;
 use rand::Rng as _;
@@ -27,6 +29,7 @@ type Raw = HashMap<String, AttributeValue>;
 type Names = Option<HashMap<String, String>>;
 type Values = Option<Raw>;
 
+const CONDITION_FAILED: &str = "ConditionalCheckFailed";
 /// How many times an update is retried after clearing an expired item that failed its condition.
 const EXPIRED_RETRIES: usize = 3;
 /// How many times a transaction is tried while it conflicts with concurrent ones.
@@ -133,8 +136,7 @@ impl DynamoStore {
     }
 
     async fn enable_ttl(&self) -> Result<(), StoreError> {
-        let backend = |e: SdkError<_>| StoreError::Backend(DisplayErrorContext(&e).to_string());
-        let current = self.client.describe_time_to_live().table_name(&self.table).send().await.map_err(backend)?;
+        let current = self.client.describe_time_to_live().table_name(&self.table).send().await.map_err(classify)?;
         let status = current.time_to_live_description().and_then(|d| d.time_to_live_status());
         if matches!(status, Some(TimeToLiveStatus::Enabled | TimeToLiveStatus::Enabling)) {
             return Ok(());
@@ -144,28 +146,15 @@ impl DynamoStore {
             .enabled(true)
             .build()
             .map_err(StoreError::backend)?;
-        self.client
-            .update_time_to_live()
-            .table_name(&self.table)
-            .time_to_live_specification(spec)
-            .send()
-            .await
-            .map_err(|e| StoreError::Backend(DisplayErrorContext(&e).to_string()))?;
+        let request = self.client.update_time_to_live().table_name(&self.table).time_to_live_specification(spec);
+        request.send().await.map_err(classify)?;
         Ok(())
     }
 
-    /// Deletes the item if it is stored but expired; tells whether it was.
-    async fn clear_expired(&self, key: &Key) -> Result<bool, StoreError> {
-        let out = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .set_key(Some(key_attrs(key)))
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(classify)?;
-        let expired = out.item.map(item_from).transpose()?.is_some_and(|item| item.is_expired(now_epoch()));
+    /// Deletes `stored` (what a failed write found under `key`) if it has expired and has not
+    /// been rewritten since; tells whether it had expired.
+    async fn clear_if_expired(&self, key: &Key, stored: Option<Raw>) -> Result<bool, StoreError> {
+        let expired = stored.map(item_from).transpose()?.is_some_and(|item| item.is_expired(now_epoch()));
         if expired {
             let mut expr = Expr::new();
             let condition = expr.expired();
@@ -181,12 +170,28 @@ impl DynamoStore {
                 .send()
                 .await
                 .map_err(classify);
-            match result {
-                Err(e) if !e.is_condition_failed() => return Err(e),
-                _ => {}
+            if let Err(e) = result {
+                if !e.is_condition_failed() {
+                    return Err(e);
+                }
             }
         }
         Ok(expired)
+    }
+
+    /// Clears the expired items that failed the transaction's updates; tells whether any had.
+    async fn clear_expired_updates(
+        &self,
+        writes: &[Write],
+        reasons: &[CancellationReason],
+    ) -> Result<bool, StoreError> {
+        let mut any = false;
+        for (write, reason) in writes.iter().zip(reasons) {
+            if let (Write::Update { key, .. }, Some(CONDITION_FAILED)) = (write, reason.code()) {
+                any |= self.clear_if_expired(key, reason.item().cloned()).await?;
+            }
+        }
+        Ok(any)
     }
 
     fn transact_item(&self, write: &Write) -> Result<TransactWriteItem, StoreError> {
@@ -214,7 +219,8 @@ impl DynamoStore {
                     .update_expression(update)
                     .condition_expression(condition)
                     .set_expression_attribute_names(names)
-                    .set_expression_attribute_values(values);
+                    .set_expression_attribute_values(values)
+                    .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
                 builder.update(update.build().map_err(StoreError::backend)?)
             }
             Write::Delete { key, condition } => {
@@ -296,19 +302,20 @@ impl ItemStore for DynamoStore {
                 .set_expression_attribute_names(names)
                 .set_expression_attribute_values(values)
                 .return_values(ReturnValue::AllNew)
+                .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
                 .send()
-                .await
-                .map_err(classify);
-            match result {
+                .await;
+            let err = match result {
                 Ok(out) => return Ok(Item::new(key.clone(), attrs_from(out.attributes.unwrap_or_default())?)),
-                Err(e) if e.is_condition_failed() && cleared < EXPIRED_RETRIES => {
-                    if !self.clear_expired(key).await? {
-                        return Err(e);
-                    }
-                    cleared += 1;
-                }
-                Err(e) => return Err(e),
+                Err(err) => err,
+            };
+            let Some(UpdateItemError::ConditionalCheckFailedException(failed)) = err.as_service_error() else {
+                return Err(classify(err));
+            };
+            if cleared == EXPIRED_RETRIES || !self.clear_if_expired(key, failed.item().cloned()).await? {
+                return Err(StoreError::ConditionFailed { write: None });
             }
+            cleared += 1;
         }
     }
 
@@ -398,14 +405,15 @@ impl ItemStore for DynamoStore {
             let Some(reasons) = cancellation_reasons(&err) else {
                 return Err(classify(err));
             };
-            if let Some(failed) = reasons.iter().position(|code| code == "ConditionalCheckFailed") {
+            let codes: Vec<&str> = reasons.iter().map(|reason| reason.code().unwrap_or("None")).collect();
+            if let Some(failed) = codes.iter().position(|code| *code == CONDITION_FAILED) {
                 if cleared < EXPIRED_RETRIES && self.clear_expired_updates(&writes, &reasons).await? {
                     cleared += 1;
                     continue;
                 }
                 return Err(StoreError::ConditionFailed { write: Some(failed) });
             }
-            if reasons.iter().any(|code| code == "TransactionConflict") {
+            if codes.contains(&"TransactionConflict") {
                 conflicts += 1;
                 if conflicts == CONFLICT_TRIES {
                     return Err(StoreError::Throttled);
@@ -413,24 +421,11 @@ impl ItemStore for DynamoStore {
                 backoff(conflicts).await;
                 continue;
             }
-            if reasons.iter().any(|code| code == "ThrottlingError" || code == "ProvisionedThroughputExceeded") {
+            if codes.iter().any(|code| ["ThrottlingError", "ProvisionedThroughputExceeded"].contains(code)) {
                 return Err(StoreError::Throttled);
             }
             return Err(StoreError::Backend(DisplayErrorContext(&err).to_string()));
         }
-    }
-}
-
-impl DynamoStore {
-    /// Clears the expired items of the updates whose condition failed; tells whether any was.
-    async fn clear_expired_updates(&self, writes: &[Write], reasons: &[String]) -> Result<bool, StoreError> {
-        let mut any = false;
-        for (write, reason) in writes.iter().zip(reasons) {
-            if let (Write::Update { key, .. }, "ConditionalCheckFailed") = (write, reason.as_str()) {
-                any |= self.clear_expired(key).await?;
-            }
-        }
-        Ok(any)
     }
 }
 
@@ -524,11 +519,14 @@ impl Expr {
                 format!("({name} = {value} AND {})", self.unexpired())
             }
             Condition::Below(name, bound) => {
-                let (name, bound_value) = (self.name(name), self.value(AttributeValue::N(bound.to_string())));
+                let (name, number) = (self.name(name), self.value(AttributeValue::S("N".into())));
+                let bound_value = self.value(AttributeValue::N(bound.to_string()));
+                // DynamoDB finds a comparison across types false; moto fails on it, so test the type first.
+                let below = format!("(attribute_type({name}, {number}) AND {name} < {bound_value})");
                 if *bound > 0 {
-                    format!("(attribute_not_exists({name}) OR {name} < {bound_value} OR {})", self.expired())
+                    format!("(attribute_not_exists({name}) OR {below} OR {})", self.expired())
                 } else {
-                    format!("({name} < {bound_value} AND {})", self.unexpired())
+                    format!("({below} AND {})", self.unexpired())
                 }
             }
             Condition::And(all) => {
@@ -752,12 +750,10 @@ where
     }
 }
 
-/// The per-write codes of a cancelled transaction (`None` for writes that were fine).
-fn cancellation_reasons(err: &SdkError<TransactWriteItemsError>) -> Option<Vec<String>> {
+/// Why each write of a cancelled transaction failed (code `None` for the writes that did not).
+fn cancellation_reasons(err: &SdkError<TransactWriteItemsError>) -> Option<Vec<CancellationReason>> {
     match err.as_service_error()? {
-        TransactWriteItemsError::TransactionCanceledException(e) => {
-            Some(e.cancellation_reasons().iter().map(|reason| reason.code().unwrap_or("None").to_owned()).collect())
-        }
+        TransactWriteItemsError::TransactionCanceledException(e) => Some(e.cancellation_reasons().to_vec()),
         _ => None,
     }
 }
