@@ -338,3 +338,26 @@ async fn unknown_paths_get_a_json_api_404() {
     assert_eq!(reply.status, 404);
     assert_eq!(reply.body["errors"][0]["status"], "404");
 }
+
+#[tokio::test]
+async fn an_interrupted_organization_delete_can_be_finished() {
+    use hangar::store::{keys, Condition, ItemStore, SqliteStore, UpdateOp};
+    let app = TestApp::spawn().await;
+    app.create_organization("halfway").await;
+    let owners = app.owners_token("halfway").await;
+    let ws = app.post("/api/v2/organizations/halfway/workspaces", &owners, workspace("prod")).await;
+    let ws_id = ws.body["data"]["id"].as_str().unwrap().to_owned();
+
+    // A delete that stopped right after marking the organization inactive (the second connection
+    // to the same file stands in for the process that died).
+    let store = SqliteStore::open(app.data_dir.path().join("hangar.db")).unwrap();
+    let marker = store.get(&keys::organization_name("halfway")).await.unwrap().unwrap();
+    let org_id = marker.attrs["org_id"].as_str().unwrap().to_owned();
+    store.update(&keys::organization(&org_id), vec![UpdateOp::set("active", false)], Condition::Exists).await.unwrap();
+    assert_eq!(app.get("/api/v2/organizations/halfway", &app.admin_token).await.status, 404, "hidden meanwhile");
+
+    assert_eq!(app.delete("/api/v2/organizations/halfway", &app.admin_token).await.status, 204);
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{ws_id}"), &app.admin_token).await.status, 404);
+    assert_eq!(app.delete("/api/v2/organizations/halfway", &app.admin_token).await.status, 404);
+    app.create_organization("halfway").await;
+}

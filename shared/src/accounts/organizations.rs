@@ -204,22 +204,25 @@ pub async fn update(
 /// Deletes the organization and everything it owns. First the organization stops accepting
 /// new items, then its partition is purged, then it goes; an interrupted delete can be rerun.
 pub async fn delete(store: &dyn ItemStore, blobs: &dyn BlobStore, principal: &Principal, name: &str) -> Result<()> {
-    let org = authorized(store, principal, name, Permission::Own).await?;
-    let org_key: Key = keys::organization(&org.id);
+    // Found whether or not a deletion already started, so an interrupted one can be finished.
+    let org_id = own_id(store, name).await?.ok_or(AccountsError::NotFound)?;
+    let org_key: Key = keys::organization(&org_id);
+    let org: Organization = store.get(&org_key).await?.ok_or(AccountsError::NotFound)?.parse()?;
+    require(principal, &org.id, Permission::Own)?;
     store.update(&org_key, vec![UpdateOp::set(ACTIVE, false)], Condition::Exists).await?;
     cascade::purge_partition(store, blobs, &org.id).await?;
     store
         .transact(vec![
             Write::Delete { key: keys::organization_name(&org.name), condition: Condition::Always },
-            Write::Delete { key: org_key, condition: Condition::Always },
+            Write::Delete { key: org_key, condition: Condition::Exists },
             Write::Update {
                 key: keys::organization_total(),
                 ops: vec![UpdateOp::Add("count".into(), -1)],
                 condition: Condition::Always,
             },
         ])
-        .await?;
-    Ok(())
+        .await
+        .map_err(|e| if e.failed_write() == Some(1) { AccountsError::NotFound } else { e.into() })
 }
 
 /// The organizations the principal can see, by name: all of them for the site admin, its
