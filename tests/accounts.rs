@@ -361,3 +361,16 @@ async fn an_interrupted_organization_delete_can_be_finished() {
     assert_eq!(app.delete("/api/v2/organizations/halfway", &app.admin_token).await.status, 404);
     app.create_organization("halfway").await;
 }
+
+#[tokio::test]
+async fn a_wrong_method_or_an_oversized_body_gets_a_json_api_error() {
+    let app = TestApp::spawn().await;
+    let reply = app.request(Method::PUT, "/api/v2/organizations", Some(&app.admin_token), None).await;
+    assert_eq!(reply.status, 405);
+    assert_eq!(reply.body["errors"][0]["status"], "405");
+
+    let huge = json!({"data": {"type": "organizations", "attributes": {"name": "x".repeat(3 << 20)}}});
+    let reply = app.post("/api/v2/organizations", &app.admin_token, huge).await;
+    assert_eq!(reply.status, 413);
+    assert_eq!(reply.body["errors"][0]["status"], "413");
+}

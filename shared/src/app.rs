@@ -8,7 +8,7 @@ use std::time::Instant;
 use axum::extract::{FromRequestParts, Request};
 use axum::http::{header, request::Parts};
 use axum::middleware::{self, Next};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 
 use crate::api::ApiError;
@@ -111,9 +111,30 @@ async fn log_request(request: Request, next: Next) -> Response {
     response
 }
 
-/// Wraps a family's router with what every function adds: the request log and a JSON:API 404.
+/// Gives axum's bare 405 (raised by a route that lacks the method) a JSON:API body, keeping
+/// its `Allow` header.
+async fn render_method_not_allowed(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED
+        || response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        return response;
+    }
+    let mut rendered = ApiError::method_not_allowed().into_response();
+    if let Some(allow) = response.headers().get(header::ALLOW) {
+        rendered.headers_mut().insert(header::ALLOW, allow.clone());
+    }
+    rendered
+}
+
+/// Wraps a family's router with what every function adds: the request log, and JSON:API
+/// answers for unknown paths (404) and methods (405).
 pub fn finish(router: Router<AppState>, state: AppState) -> Router {
-    router.fallback(|| async { ApiError::not_found() }).with_state(state).layer(middleware::from_fn(log_request))
+    router
+        .fallback(|| async { ApiError::not_found() })
+        .with_state(state)
+        .layer(middleware::from_fn(render_method_not_allowed))
+        .layer(middleware::from_fn(log_request))
 }
 
 /// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`.

@@ -23,7 +23,9 @@ impl<S: Send + Sync> FromRequest<S> for JsonApiBody {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state).await.map_err(|e| ApiError::bad_request(e.body_text()))?;
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| ApiError::new(e.status(), "unreadable body", e.body_text()))?;
         JsonApiBody::parse(&bytes)
     }
 }

@@ -62,6 +62,10 @@ impl ApiError {
         }
     }
 
+    pub fn method_not_allowed() -> Self {
+        Self::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed", "This resource does not support that method.")
+    }
+
     pub fn conflict(detail: impl Into<String>) -> Self {
         Self::new(StatusCode::CONFLICT, "conflict", detail)
     }
