@@ -11,8 +11,8 @@ use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
 use super::workspaces::{self, NewWorkspace};
-use crate::api::{ApiError, Document, JsonApiBody, PageRequest, Paginated, QueryParams};
-use crate::app::{AppState, BaseUrl};
+use crate::api::{ApiError, Document, JsonApiBody, Listing};
+use crate::app::AppState;
 use crate::auth::{OrganizationAccess, Permission, Principal};
 use crate::config::Edition;
 
@@ -77,16 +77,10 @@ async fn create_organization(
     Ok(Document::one(render::organization(&org, &principal)).created())
 }
 
-async fn list_organizations(
-    State(state): State<AppState>,
-    principal: Principal,
-    params: QueryParams,
-    BaseUrl(base): BaseUrl,
-) -> Result<Document> {
-    let page = PageRequest::from_query(&params)?;
-    let (orgs, total) = organizations::list(state.store.as_ref(), &principal, &page).await?;
+async fn list_organizations(State(state): State<AppState>, principal: Principal, listing: Listing) -> Result<Document> {
+    let (orgs, total) = organizations::list(state.store.as_ref(), &principal, &listing.page).await?;
     let resources = orgs.iter().map(|org| render::organization(org, &principal)).collect();
-    Ok(Document::page(resources, &Paginated::new(format!("{base}/api/v2/organizations"), &params, page, total)))
+    Ok(Document::page(resources, &listing.envelope(total)))
 }
 
 async fn show_organization(
@@ -164,16 +158,11 @@ async fn list_teams(
     State(state): State<AppState>,
     principal: Principal,
     Path(org): Path<String>,
-    params: QueryParams,
-    BaseUrl(base): BaseUrl,
+    listing: Listing,
 ) -> Result<Document> {
-    let page = PageRequest::from_query(&params)?;
-    let (teams, total) = teams::list(state.store.as_ref(), &principal, &org, &page).await?;
+    let (teams, total) = teams::list(state.store.as_ref(), &principal, &org, &listing.page).await?;
     let resources = teams.iter().map(|team| render::team(team, &org)).collect();
-    Ok(Document::page(
-        resources,
-        &Paginated::new(format!("{base}/api/v2/organizations/{org}/teams"), &params, page, total),
-    ))
+    Ok(Document::page(resources, &listing.envelope(total)))
 }
 
 async fn show_team(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
@@ -247,14 +236,11 @@ async fn list_workspaces(
     State(state): State<AppState>,
     principal: Principal,
     Path(org): Path<String>,
-    params: QueryParams,
-    BaseUrl(base): BaseUrl,
+    listing: Listing,
 ) -> Result<Document> {
-    let page = PageRequest::from_query(&params)?;
-    let (list, org) = workspaces::list(state.store.as_ref(), &principal, &org, &page).await?;
+    let (list, org) = workspaces::list(state.store.as_ref(), &principal, &org, &listing.page).await?;
     let resources = list.iter().map(|ws| render::workspace(ws, &org.name)).collect();
-    let url = format!("{base}/api/v2/organizations/{}/workspaces", org.name);
-    Ok(Document::page(resources, &Paginated::new(url, &params, page, org.workspace_count)))
+    Ok(Document::page(resources, &listing.envelope(org.workspace_count)))
 }
 
 async fn show_workspace(

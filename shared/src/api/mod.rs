@@ -10,7 +10,7 @@ mod query;
 pub use body::{Incoming, JsonApiBody, Relationship};
 pub use document::{Document, Resource};
 pub use error::ApiError;
-pub use pagination::{PageRequest, Paginated};
+pub use pagination::{Listing, PageRequest, Paginated};
 pub use query::QueryParams;
 
 /// The media type of every JSON:API request and response.

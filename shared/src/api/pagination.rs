@@ -149,3 +149,33 @@ mod tests {
         assert_eq!(last.meta()["prev-page"], 2);
     }
 }
+
+/// What a list handler needs from its request: the query parameters, the page asked for, and
+/// the collection's absolute URL for the envelope's links.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub params: QueryParams,
+    pub page: PageRequest,
+    url: String,
+}
+
+impl Listing {
+    /// The pagination envelope for this page of a collection of `total` items.
+    pub fn envelope(&self, total: usize) -> Paginated {
+        Paginated::new(self.url.clone(), &self.params, self.page, total)
+    }
+}
+
+impl axum::extract::FromRequestParts<crate::app::AppState> for Listing {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &crate::app::AppState,
+    ) -> Result<Self, Self::Rejection> {
+        let crate::app::BaseUrl(base) = crate::app::BaseUrl::from_request_parts(parts, state).await?;
+        let params = QueryParams::from_request_parts(parts, state).await?;
+        let page = PageRequest::from_query(&params)?;
+        Ok(Listing { url: format!("{base}{}", parts.uri.path()), params, page })
+    }
+}
