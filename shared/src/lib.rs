@@ -4,6 +4,7 @@
 pub mod accounts;
 pub mod api;
 pub mod app;
+pub mod archive;
 pub mod auth;
 pub mod blobs;
 pub mod config;
