@@ -4,13 +4,14 @@
 //! written to a temporary file and renamed into place only once complete.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -20,7 +21,7 @@ use serde::Deserialize;
 use sha2::Sha256;
 use tokio::io::AsyncWriteExt;
 
-use super::{BlobError, BlobReader, BlobStore, ObjectId, UPLOAD_CONTENT_TYPE};
+use super::{BlobError, BlobReader, BlobStore, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
 use crate::api::ApiError;
 
 const KEY_FILE: &str = "blob-signing.key";
@@ -124,6 +125,19 @@ impl BlobStore for LocalBlobs {
             _ => Ok(()),
         }
     }
+
+    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
+        let temp = self.dir.join(format!(".copy-{to}-{}", crate::ids::random_token(8)));
+        let copied = match tokio::fs::copy(self.path(from), &temp).await {
+            Ok(_) => tokio::fs::rename(&temp, self.path(to)).await.map_err(BlobError::backend),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(BlobError::backend(e)),
+        };
+        if copied.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        copied
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -132,9 +146,31 @@ struct Signed {
     signature: String,
 }
 
-/// `PUT` and `GET /object/{id}` for signed links.
+/// `PUT` and `GET /object/{id}` for signed links, accepting every validly signed upload.
 pub fn object_routes(blobs: LocalBlobs) -> Router {
-    Router::new().route("/object/{id}", get(download).put(upload)).with_state(blobs)
+    object_routes_with_hooks(blobs, Arc::new(AcceptAll))
+}
+
+/// The same, with `hooks` deciding whether an upload is wanted and told when one is stored.
+pub fn object_routes_with_hooks(blobs: LocalBlobs, hooks: Arc<dyn UploadHooks>) -> Router {
+    Router::new().route("/object/{id}", get(download).put(upload)).with_state(Links { blobs, hooks })
+}
+
+#[derive(Clone)]
+struct Links {
+    blobs: LocalBlobs,
+    hooks: Arc<dyn UploadHooks>,
+}
+
+struct AcceptAll;
+
+#[async_trait]
+impl UploadHooks for AcceptAll {
+    async fn accepts(&self, _: &ObjectId) -> bool {
+        true
+    }
+
+    async fn uploaded(&self, _: &ObjectId) {}
 }
 
 fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, ApiError> {
@@ -146,7 +182,7 @@ fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Sign
 }
 
 async fn download(
-    State(blobs): State<LocalBlobs>,
+    State(Links { blobs, .. }): State<Links>,
     UrlPath(id): UrlPath<String>,
     link: Result<Query<Signed>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -162,19 +198,17 @@ async fn download(
 }
 
 async fn upload(
-    State(blobs): State<LocalBlobs>,
+    State(Links { blobs, hooks }): State<Links>,
     UrlPath(id): UrlPath<String>,
     link: Result<Query<Signed>, QueryRejection>,
-    headers: HeaderMap,
     body: Body,
 ) -> Result<StatusCode, ApiError> {
     let id = authorize(&blobs, "PUT", &id, link.ok())?;
-    let content_type = headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("");
-    if content_type != UPLOAD_CONTENT_TYPE {
-        // S3 refuses such a PUT the same way: the content type is part of the signed request.
-        return Err(ApiError::forbidden("This upload link requires `Content-Type: application/octet-stream`."));
+    if !hooks.accepts(&id).await {
+        return Err(ApiError::conflict("This upload link has been used: its version already has an archive."));
     }
     receive(&blobs, &id, body).await?;
+    hooks.uploaded(&id).await;
     Ok(StatusCode::OK)
 }
 

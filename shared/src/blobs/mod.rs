@@ -12,10 +12,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
 
-pub use local::{object_routes, signing_key, LocalBlobs};
+pub use local::{object_routes, object_routes_with_hooks, signing_key, LocalBlobs};
 pub use s3::S3Blobs;
 
-/// The content type every upload link expects.
+/// The content type archives are uploaded and served with. Upload links also take a PUT with
+/// no content type at all, as pytfe sends it, so they do not insist on this one.
 pub const UPLOAD_CONTENT_TYPE: &str = "application/octet-stream";
 
 /// A streaming reader over a stored object.
@@ -70,7 +71,8 @@ impl BlobError {
 
 #[async_trait]
 pub trait BlobStore: Send + Sync + 'static {
-    /// A link that accepts one `PUT` of the object's bytes with `Content-Type: application/octet-stream`.
+    /// A link that accepts a `PUT` of the object's bytes (`Content-Type: application/octet-stream`
+    /// or none), with no Authorization header.
     async fn upload_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError>;
 
     /// A link that serves the object to a `GET`.
@@ -81,6 +83,20 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Removes the object; removing a missing object succeeds.
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError>;
+
+    /// Copies an object inside the store (no bytes through the caller), replacing `to`.
+    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError>;
 }
 
 pub type Blobs = Arc<dyn BlobStore>;
+
+/// What dev-server's local upload links consult around an upload, standing in for S3's
+/// ObjectCreated notification.
+#[async_trait]
+pub trait UploadHooks: Send + Sync + 'static {
+    /// Whether an upload to this object is wanted now (a link already used is refused).
+    async fn accepts(&self, id: &ObjectId) -> bool;
+
+    /// Runs after the object is stored, before the PUT is answered.
+    async fn uploaded(&self, id: &ObjectId);
+}

@@ -10,7 +10,7 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
 use aws_sdk_s3::Client;
 
-use super::{BlobError, BlobReader, BlobStore, ObjectId, UPLOAD_CONTENT_TYPE};
+use super::{BlobError, BlobReader, BlobStore, ObjectId};
 
 /// The object store on an S3 bucket.
 #[derive(Clone)]
@@ -55,7 +55,8 @@ impl BlobStore for S3Blobs {
             .put_object()
             .bucket(&self.bucket)
             .key(id.key())
-            .content_type(UPLOAD_CONTENT_TYPE)
+            // The content type is left out of the signature: go-tfe sends
+            // `application/octet-stream` and pytfe sends none, and both must be able to upload.
             .presigned(presigning(valid_for)?)
             .await
             .map_err(backend)?;
@@ -85,6 +86,17 @@ impl BlobStore for S3Blobs {
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
         self.client.delete_object().bucket(&self.bucket).key(id.key()).send().await.map_err(backend)?;
         Ok(())
+    }
+
+    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
+        // Keys hold only URL-safe characters, so the copy source needs no escaping.
+        let source = format!("{}/{}", self.bucket, from.key());
+        match self.client.copy_object().bucket(&self.bucket).copy_source(source).key(to.key()).send().await {
+            Err(e) if e.as_service_error().and_then(|e| e.meta().code()) == Some("NoSuchKey") => {
+                Err(BlobError::NotFound)
+            }
+            other => other.map(drop).map_err(backend),
+        }
     }
 }
 
