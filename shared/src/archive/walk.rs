@@ -190,12 +190,15 @@ impl<'t> Walk<'t> {
 
     fn note_layout(&mut self, kind: &Kind, depth: usize) {
         let top = self.path.split('/').next().unwrap_or_default();
+        // Whether this entry is a module file directly inside its top-level directory: the
+        // first entry can be one too (archives need not list the directory itself).
+        let module_file_in_top =
+            depth == 2 && matches!(kind, Kind::File) && is_module_file(&self.path[top.len() + 1..]);
         self.layout = match std::mem::replace(&mut self.layout, Layout::Mixed) {
             _ if depth == 1 && !matches!(kind, Kind::Directory) => Layout::Mixed,
-            Layout::Unknown => Layout::OneDirectory { name: top.to_owned(), has_module_files: false },
+            Layout::Unknown => Layout::OneDirectory { name: top.to_owned(), has_module_files: module_file_in_top },
             Layout::OneDirectory { name, has_module_files } if name == top => {
-                let here = depth == 2 && matches!(kind, Kind::File) && is_module_file(&self.path[name.len() + 1..]);
-                Layout::OneDirectory { name, has_module_files: has_module_files || here }
+                Layout::OneDirectory { name, has_module_files: has_module_files || module_file_in_top }
             }
             _ => Layout::Mixed,
         };

@@ -137,6 +137,12 @@ fn a_module_inside_a_single_folder_is_pointed_out() {
 }
 
 #[test]
+fn a_module_folder_is_pointed_out_even_without_its_directory_entry() {
+    let gz = Tarball::new().file("terraform-aws-vpc/main.tf", "").gz();
+    assert!(refusal(&gz).contains("the module sits in the subdirectory `terraform-aws-vpc/`"), "{}", refusal(&gz));
+}
+
+#[test]
 fn files_spread_over_several_folders_have_no_root_module() {
     let gz = Tarball::new().file("a/main.tf", "").file("b/main.tf", "").gz();
 
