@@ -159,7 +159,7 @@ pub mod routers {
     }
 
     pub fn registry_api(state: AppState) -> Router {
-        finish(Router::new(), state)
+        finish(crate::registry::router(), state)
     }
 
     pub fn registry_protocol(state: AppState) -> Router {
@@ -180,10 +180,11 @@ pub mod routers {
 
     /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
     pub fn all(state: AppState) -> Router {
-        let families = Router::new().merge(crate::accounts::router());
+        let families = Router::new().merge(crate::accounts::router()).merge(crate::registry::router());
         let mut router = finish(families, state.clone());
         if let Some(local) = state.local_blobs.clone() {
-            router = router.merge(crate::blobs::object_routes(local));
+            let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));
+            router = router.merge(crate::blobs::object_routes_with_hooks(local, ingest));
         }
         router
     }

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use crate::archive::ArchiveLimits;
+
 /// Which product Hangar behaves as; some features exist only on some editions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Edition {
@@ -30,6 +32,7 @@ pub struct Config {
     pub public_url: Option<String>,
     pub admin_token: Option<String>,
     pub max_upload_bytes: u64,
+    pub archive_limits: ArchiveLimits,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +44,14 @@ pub struct ConfigError {
 
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// A whole-number setting, or its default when unset.
+fn number<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError> {
+    match var(name) {
+        None => Ok(default),
+        Some(raw) => raw.parse().map_err(|_| ConfigError { name, problem: format!("`{raw}` is not a whole number") }),
+    }
 }
 
 impl Default for Config {
@@ -55,6 +66,7 @@ impl Default for Config {
             public_url: None,
             admin_token: None,
             max_upload_bytes: 512 * 1024 * 1024,
+            archive_limits: ArchiveLimits::default(),
         }
     }
 }
@@ -83,12 +95,13 @@ impl Config {
                 })
             }
         };
-        let max_upload_bytes = match var("HANGAR_MAX_UPLOAD_BYTES") {
-            None => defaults.max_upload_bytes,
-            Some(raw) => raw.parse().map_err(|_| ConfigError {
-                name: "HANGAR_MAX_UPLOAD_BYTES",
-                problem: format!("`{raw}` is not a number of bytes"),
-            })?,
+        let max_upload_bytes = number("HANGAR_MAX_UPLOAD_BYTES", defaults.max_upload_bytes)?;
+        let limits = defaults.archive_limits;
+        let archive_limits = ArchiveLimits {
+            max_compressed_bytes: number("HANGAR_ARCHIVE_MAX_COMPRESSED_BYTES", limits.max_compressed_bytes)?,
+            max_uncompressed_bytes: number("HANGAR_ARCHIVE_MAX_UNCOMPRESSED_BYTES", limits.max_uncompressed_bytes)?,
+            max_entries: number("HANGAR_ARCHIVE_MAX_ENTRIES", limits.max_entries)?,
+            max_path_len: number("HANGAR_ARCHIVE_MAX_PATH_LENGTH", limits.max_path_len)?,
         };
         Ok(Self {
             edition,
@@ -99,6 +112,7 @@ impl Config {
             public_url: var("HANGAR_PUBLIC_URL").map(|url| url.trim_end_matches('/').to_owned()),
             admin_token: var("HANGAR_ADMIN_TOKEN"),
             max_upload_bytes,
+            archive_limits,
         })
     }
 }

@@ -1,6 +1,5 @@
 //! The event-driven functions' handlers: `registry-ingest` (S3 ObjectCreated) and
-//! `key-rotation` (EventBridge schedule). Their families fill them in; until then they account
-//! for every event they receive and change nothing.
+//! `key-rotation` (EventBridge schedule).
 
 use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::s3::S3Event;
@@ -8,24 +7,29 @@ use serde::Serialize;
 
 use crate::app::AppState;
 use crate::blobs::ObjectId;
+use crate::registry::ingest::IngestOutcome;
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct IngestSummary {
-    /// Archives parsed and their versions marked `ok` or failed.
+    /// Archives inspected and their versions settled, `ok` or failed.
     pub ingested: Vec<String>,
     /// Objects with no version waiting for them (or outside `object/`).
     pub ignored: Vec<String>,
 }
 
-/// Handles an S3 ObjectCreated notification for `object/<id>` keys.
-pub async fn ingest(_state: &AppState, event: S3Event) -> Result<IngestSummary, crate::lambda::Error> {
+/// Handles an S3 ObjectCreated notification for `object/<id>` keys. A record that fails is
+/// retried by Lambda with the whole event; records already settled are then ignored.
+pub async fn ingest(state: &AppState, event: S3Event) -> Result<IngestSummary, crate::lambda::Error> {
     let mut summary = IngestSummary::default();
     for record in event.records {
         let key = record.s3.object.key.unwrap_or_default();
-        match key.strip_prefix("object/").and_then(ObjectId::parse) {
-            // The registry family (module versions) is not built yet: no version waits on any object.
-            Some(id) => summary.ignored.push(id.to_string()),
-            None => summary.ignored.push(key),
+        let Some(id) = key.strip_prefix("object/").and_then(ObjectId::parse) else {
+            summary.ignored.push(key);
+            continue;
+        };
+        match crate::registry::ingest::object_created(state, &id).await? {
+            IngestOutcome::Ingested { .. } | IngestOutcome::Failed { .. } => summary.ingested.push(id.to_string()),
+            IngestOutcome::Ignored => summary.ignored.push(id.to_string()),
         }
     }
     tracing::info!(ingested = summary.ingested.len(), ignored = summary.ignored.len(), "ingest");

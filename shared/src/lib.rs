@@ -11,4 +11,5 @@ pub mod config;
 pub mod ids;
 pub mod jobs;
 pub mod lambda;
+pub mod registry;
 pub mod store;

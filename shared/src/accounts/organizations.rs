@@ -31,6 +31,10 @@ pub struct Organization {
     pub team_count: usize,
     #[serde(default)]
     pub workspace_count: usize,
+    #[serde(default)]
+    pub private_module_count: usize,
+    #[serde(default)]
+    pub public_module_count: usize,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -142,6 +146,8 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, new: NewOrgani
         created_at: now.clone(),
         team_count: 1,
         workspace_count: 0,
+        private_module_count: 0,
+        public_module_count: 0,
     };
     let owners = Team::owners(&org.id, &now);
     let mut writes = vec![

@@ -6,6 +6,9 @@
 //! | organization name | `ORGNAME#<name>` | `ORGNAME` | |
 //! | team | `ORG#<org-id>` | `TEAM#<name>` | |
 //! | workspace | `ORG#<org-id>` | `WS#<name>` | |
+//! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
+//! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
+//! | pending upload | `UPLOAD#<object-id>` | `UPLOAD` | |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
 //!
@@ -72,4 +75,46 @@ pub fn site_admin_marker() -> Key {
 /// The count of organizations, for the site admin's list total.
 pub fn organization_total() -> Key {
     Key::new("SITE", "ORGANIZATION_COUNT")
+}
+
+/// Where a registry module lives: private modules' namespace is their organization's name,
+/// so it is not part of their key (organizations can be renamed).
+pub fn module(org_id: &str, namespace: Option<&str>, name: &str, provider: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("{}{provider}", module_prefix(namespace, name)))
+}
+
+/// Every provider of one module name.
+pub fn module_providers(org_id: &str, namespace: Option<&str>, name: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), module_prefix(namespace, name))
+}
+
+fn module_prefix(namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        None => format!("MOD#private#{name}#"),
+        Some(namespace) => format!("MOD#public#{namespace}#{name}#"),
+    }
+}
+
+/// Every module of an organization (private before public, then by namespace, name and
+/// provider), or those of one registry (`private` or `public`).
+pub fn modules(org_id: &str, registry: Option<&str>) -> Query {
+    let prefix = match registry {
+        Some(registry) => format!("MOD#{registry}#"),
+        None => "MOD#".to_owned(),
+    };
+    Query::partition(format!("ORG#{org_id}"), prefix)
+}
+
+pub fn module_version(org_id: &str, name: &str, provider: &str, version: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("VER#{name}#{provider}#{version}"))
+}
+
+/// Every version of one provider of a private module.
+pub fn module_versions(org_id: &str, name: &str, provider: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("VER#{name}#{provider}#"))
+}
+
+/// The version waiting for the archive uploaded as this object.
+pub fn pending_upload(object_id: &str) -> Key {
+    Key::new(format!("UPLOAD#{object_id}"), "UPLOAD")
 }

@@ -1,0 +1,60 @@
+//! The registry family's errors, mapped to JSON:API errors in one place. As the spec says,
+//! a caller who may not do something gets the same 404 as for a missing module.
+
+use axum::http::StatusCode;
+
+use crate::accounts::AccountsError;
+use crate::api::ApiError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("not found")]
+    NotFound,
+    /// Public module curation is off on this edition.
+    #[error("public module curation is disabled")]
+    CurationDisabled,
+    /// The request is well-formed but not allowed on this module (e.g. a version of a public one).
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{detail}")]
+    Invalid { pointer: String, detail: String },
+    #[error("{0}")]
+    Conflict(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("blob store: {0}")]
+    Blobs(#[from] crate::blobs::BlobError),
+}
+
+impl RegistryError {
+    pub fn invalid(pointer: &str, detail: impl Into<String>) -> Self {
+        RegistryError::Invalid { pointer: pointer.to_owned(), detail: detail.into() }
+    }
+}
+
+impl From<AccountsError> for RegistryError {
+    fn from(e: AccountsError) -> Self {
+        match e {
+            AccountsError::NotFound | AccountsError::Forbidden(_) => RegistryError::NotFound,
+            AccountsError::Invalid { pointer, detail } => RegistryError::Invalid { pointer, detail },
+            AccountsError::Store(e) => RegistryError::Store(e),
+        }
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::NotFound => ApiError::not_found(),
+            RegistryError::CurationDisabled => ApiError::forbidden("public module curation is disabled"),
+            RegistryError::Forbidden(detail) => ApiError::forbidden(detail),
+            RegistryError::Invalid { pointer, detail } => ApiError::invalid(pointer, detail),
+            RegistryError::Conflict(detail) => ApiError::new(StatusCode::CONFLICT, "conflict", detail),
+            RegistryError::Store(e) => ApiError::from(e),
+            RegistryError::Blobs(e) => ApiError::internal(e),
+        }
+    }
+}
+
+pub type Result<T, E = RegistryError> = std::result::Result<T, E>;

@@ -1,0 +1,156 @@
+//! Ingest: what happens when an archive lands on a version's upload link. The S3 ObjectCreated
+//! event (function `registry-ingest`) and dev-server's local PUT both call [`object_created`].
+//!
+//! The archive is inspected as a stream; if it is sound it is copied to an object of its own,
+//! which is what downloads serve, so a later PUT on the still-valid upload link can change
+//! nothing. Either way the uploaded object is removed and the version leaves `pending` in one
+//! conditional write: there is no partial state to see.
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::error::{RegistryError, Result};
+use super::modules::modify;
+use super::versions::{ModuleVersion, PendingUpload, FAILED, OK, PENDING};
+use crate::app::AppState;
+use crate::archive::{self, ArchiveSummary};
+use crate::blobs::{BlobError, ObjectId, UploadHooks};
+use crate::store::{keys, Condition, Write};
+
+/// How much of a README a version keeps (items must stay well under DynamoDB's 400 KB).
+const README_KEPT: usize = 64 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum IngestOutcome {
+    /// The version is `ok`.
+    Ingested { version_id: String },
+    /// The version is `reg_ingress_failed`, for this reason.
+    Failed { version_id: String, reason: String },
+    /// No pending version waits for this object (already ingested, deleted, or not an upload).
+    Ignored,
+}
+
+/// Whether an upload to this object would be ingested: a version waits for it.
+pub async fn awaits_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
+    Ok(pending(state, object).await?.is_some())
+}
+
+async fn pending(state: &AppState, object: &ObjectId) -> Result<Option<(PendingUpload, ModuleVersion)>> {
+    let store = state.store.as_ref();
+    let Some(item) = store.get(&keys::pending_upload(object.as_str())).await? else { return Ok(None) };
+    let upload: PendingUpload = item.parse()?;
+    let Some(version) = store.get(&upload.version).await? else { return Ok(None) };
+    let version: ModuleVersion = version.parse()?;
+    Ok((version.status == PENDING).then_some((upload, version)))
+}
+
+/// Inspects the archive uploaded as `object` and settles its version.
+pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<IngestOutcome> {
+    let Some((upload, version)) = pending(state, object).await? else { return Ok(IngestOutcome::Ignored) };
+    let reader = match state.blobs.open(object).await {
+        Ok(reader) => reader,
+        Err(BlobError::NotFound) => return Ok(IngestOutcome::Ignored),
+        Err(e) => return Err(e.into()),
+    };
+    let inspected = archive::inspect(reader, state.config.archive_limits).await;
+    let archive = match &inspected {
+        Ok(_) => {
+            let archive = ObjectId::generate();
+            state.blobs.copy(object, &archive).await?;
+            Some(archive)
+        }
+        Err(_) => None,
+    };
+    let result = inspected.as_ref().map_err(ToString::to_string);
+    let settled = settle(state, object, &upload, &version, result, archive.as_ref()).await;
+    if settled.is_err() {
+        if let Some(archive) = &archive {
+            let _ = state.blobs.delete(archive).await;
+        }
+    }
+    let outcome = match settled {
+        // The version or its module was deleted while the archive was inspected.
+        Err(RegistryError::NotFound) => IngestOutcome::Ignored,
+        other => other?,
+    };
+    if let Err(e) = state.blobs.delete(object).await {
+        tracing::warn!(object = %object, error = %e, "uploaded object not removed after ingest");
+    }
+    tracing::info!(version = %version.id, outcome = ?outcome, "ingest");
+    Ok(outcome)
+}
+
+/// Moves the version out of `pending` (only if it still is) and records it on its module.
+async fn settle(
+    state: &AppState,
+    object: &ObjectId,
+    upload: &PendingUpload,
+    version: &ModuleVersion,
+    inspected: std::result::Result<&ArchiveSummary, String>,
+    archive: Option<&ObjectId>,
+) -> Result<IngestOutcome> {
+    let mut settled = version.clone();
+    settled.upload = None;
+    settled.updated_at = crate::api::timestamp(chrono::Utc::now());
+    let outcome = match inspected {
+        Ok(summary) => {
+            settled.status = OK.into();
+            settled.archive = archive.map(ToString::to_string);
+            settled.sha256 = Some(summary.sha256.clone());
+            settled.root_module_files = summary.root_module_files.clone();
+            settled.readme = summary.readme.as_deref().map(|readme| truncate(readme, README_KEPT));
+            IngestOutcome::Ingested { version_id: version.id.clone() }
+        }
+        Err(reason) => {
+            settled.status = FAILED.into();
+            settled.error = Some(reason.clone());
+            IngestOutcome::Failed { version_id: version.id.clone(), reason }
+        }
+    };
+    let version_item = settled.to_item()?;
+    modify(state.store.as_ref(), &upload.module, |module| {
+        if let Some(entry) = module.versions.iter_mut().find(|v| v.version == settled.version) {
+            *entry = settled.status_entry();
+        }
+        if settled.status == OK {
+            module.status = "setup_complete".into();
+        }
+        let writes = vec![
+            Write::Put { item: version_item.clone(), condition: Condition::equals("status", PENDING) },
+            Write::Delete { key: keys::pending_upload(object.as_str()), condition: Condition::Always },
+        ];
+        Ok((writes, ()))
+    })
+    .await
+    .map_err(|e| match e {
+        // The version was deleted or settled by someone else meanwhile.
+        RegistryError::Store(e) if e.failed_write() == Some(1) => RegistryError::NotFound,
+        other => other,
+    })?;
+    Ok(outcome)
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    let mut end = max.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+/// dev-server's local upload links run ingest right after the upload, as S3's event would.
+pub struct LocalIngest(pub AppState);
+
+#[async_trait]
+impl UploadHooks for LocalIngest {
+    async fn accepts(&self, object: &ObjectId) -> bool {
+        awaits_upload(&self.0, object).await.unwrap_or(false)
+    }
+
+    async fn uploaded(&self, object: &ObjectId) {
+        if let Err(e) = object_created(&self.0, object).await {
+            tracing::error!(object = %object, error = %e, "ingest after a local upload failed");
+        }
+    }
+}

@@ -1,0 +1,375 @@
+//! Registry modules: one record per (namespace, name, provider), private ones filled by
+//! uploaded versions, public ones kept as records of curated modules.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{RegistryError, Result};
+use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
+use crate::accounts::cascade::{satellites, SATELLITES};
+use crate::accounts::organizations::{self, join, Organization};
+use crate::api::{timestamp, PageRequest};
+use crate::app::AppState;
+use crate::auth::{Permission, Principal};
+use crate::config::Edition;
+use crate::ids::new_id;
+use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Key, Write};
+
+pub const PRIVATE_COUNT: &str = "private_module_count";
+pub const PUBLIC_COUNT: &str = "public_module_count";
+/// Retries of a change that lost a race with another change of the same module.
+const MAX_ATTEMPTS: usize = 10;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionStatus {
+    pub version: String,
+    pub status: String,
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestConfig {
+    pub id: String,
+    pub tests_enabled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Module {
+    pub id: String,
+    pub org_id: String,
+    pub registry: RegistryName,
+    /// Public modules only: a private module's namespace is its organization's name.
+    pub namespace: Option<Namespace>,
+    pub name: ModuleName,
+    pub provider: ProviderName,
+    /// `pending` until a version is ingested, then `setup_complete`.
+    pub status: String,
+    pub no_code: bool,
+    pub created_at: String,
+    pub updated_at: String,
+    /// Every version with its status, kept here so one read renders the module.
+    #[serde(default)]
+    pub versions: Vec<VersionStatus>,
+    #[serde(default)]
+    pub test_config: Option<TestConfig>,
+    /// `git_tag` or `branch` for modules published from VCS.
+    #[serde(default)]
+    pub publishing_mechanism: Option<String>,
+    /// Bumped by every change; writes are conditional on it (optimistic concurrency).
+    #[serde(default)]
+    pub revision: u64,
+}
+
+impl Module {
+    pub fn key(&self) -> Key {
+        keys::module(
+            &self.org_id,
+            self.namespace.as_ref().map(Namespace::as_str),
+            self.name.as_str(),
+            self.provider.as_str(),
+        )
+    }
+
+    pub fn is_private(&self) -> bool {
+        self.registry == RegistryName::Private
+    }
+
+    /// The namespace clients see: the organization's name for private modules.
+    pub fn namespace_in<'a>(&'a self, org: &'a Organization) -> &'a str {
+        self.namespace.as_ref().map_or(org.name.as_str(), Namespace::as_str)
+    }
+
+    pub(super) fn to_item(&self) -> Result<Item> {
+        let mut item = Item::from_value(self.key(), self)?;
+        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
+        Ok(item)
+    }
+
+    fn counter(&self) -> &'static str {
+        if self.is_private() {
+            PRIVATE_COUNT
+        } else {
+            PUBLIC_COUNT
+        }
+    }
+
+    /// The writes that remove the module record itself (not its versions).
+    pub(super) fn removal_writes(&self) -> Vec<Write> {
+        vec![
+            Write::Delete { key: self.key(), condition: Condition::equals("revision", self.revision) },
+            pointer::remove(&self.id),
+            join(&self.org_id, self.counter(), -1),
+        ]
+    }
+}
+
+/// Where a request points: `/:registry_name/:namespace/:name[/:provider]`.
+#[derive(Debug, Clone)]
+pub struct Address {
+    pub registry: RegistryName,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl Address {
+    pub fn new(registry: &str, namespace: &str, name: &str) -> Result<Self> {
+        let registry = match registry {
+            "private" => RegistryName::Private,
+            "public" => RegistryName::Public,
+            _ => return Err(RegistryError::NotFound),
+        };
+        Ok(Self { registry, namespace: namespace.to_owned(), name: name.to_owned() })
+    }
+
+    /// The namespace as stored: none for private modules, whose namespace must be the
+    /// organization's name.
+    pub(super) fn stored_namespace(&self, org: &Organization) -> Result<Option<&str>> {
+        match self.registry {
+            RegistryName::Private if self.namespace == org.name => Ok(None),
+            RegistryName::Private => Err(RegistryError::NotFound),
+            RegistryName::Public => Ok(Some(&self.namespace)),
+        }
+    }
+
+    pub(super) fn key(&self, org: &Organization, provider: &str) -> Result<Key> {
+        Ok(keys::module(&org.id, self.stored_namespace(org)?, &self.name, provider))
+    }
+}
+
+/// The organization, if the principal holds `permission` there; else 404.
+pub(super) async fn organization(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    permission: Permission,
+) -> Result<Organization> {
+    Ok(organizations::authorized(state.store.as_ref(), principal, org_name, permission).await?)
+}
+
+/// Public modules exist only where the edition allows their curation.
+pub(super) fn check_curation(state: &AppState, registry: RegistryName) -> Result<()> {
+    if registry == RegistryName::Public && state.config.edition == Edition::SelfHosted {
+        return Err(RegistryError::CurationDisabled);
+    }
+    Ok(())
+}
+
+pub(super) async fn load(store: &dyn ItemStore, key: &Key) -> Result<Module> {
+    store.get(key).await?.ok_or(RegistryError::NotFound)?.parse().map_err(RegistryError::from)
+}
+
+/// Changes a module with optimistic concurrency. `change` edits the module and returns further
+/// writes to commit with it; the module's write is the transaction's first (index 0), so a
+/// failure at index ≥ 1 is the caller's to interpret. A lost race re-reads and retries.
+pub(super) async fn modify<T>(
+    store: &dyn ItemStore,
+    key: &Key,
+    mut change: impl FnMut(&mut Module) -> Result<(Vec<Write>, T)>,
+) -> Result<(Module, T)> {
+    for _ in 0..MAX_ATTEMPTS {
+        let mut module = load(store, key).await?;
+        let revision = module.revision;
+        let (extra, out) = change(&mut module)?;
+        module.revision = revision + 1;
+        module.updated_at = timestamp(chrono::Utc::now());
+        let mut writes =
+            vec![Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) }];
+        writes.extend(extra);
+        match store.transact(writes).await {
+            Ok(()) => return Ok((module, out)),
+            Err(e) if e.failed_write() == Some(0) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(RegistryError::Conflict("The module is being changed by other requests; retry.".into()))
+}
+
+pub struct NewModule {
+    pub name: String,
+    pub provider: String,
+    pub namespace: Option<String>,
+    pub registry: Option<String>,
+    pub no_code: Option<bool>,
+}
+
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    new: NewModule,
+) -> Result<(Module, Organization)> {
+    let org = organization(state, principal, org_name, Permission::ManageModules).await?;
+    // Older clients omit `registry-name`; HCP Terraform then creates a private module.
+    let registry = match &new.registry {
+        None => RegistryName::Private,
+        Some(raw) => RegistryName::parse("/data/attributes/registry-name", raw)?,
+    };
+    check_curation(state, registry)?;
+    let name = ModuleName::parse("/data/attributes/name", &new.name)?;
+    let provider = ProviderName::parse("/data/attributes/provider", &new.provider)?;
+    let namespace = match (registry, new.namespace.as_deref()) {
+        (RegistryName::Private, Some(ns)) if ns != org.name => {
+            return Err(RegistryError::invalid(
+                "/data/attributes/namespace",
+                "namespace must not be set for private modules: it is the organization's name",
+            ))
+        }
+        (RegistryName::Private, _) => None,
+        (RegistryName::Public, Some(ns)) => Some(Namespace::parse("/data/attributes/namespace", ns)?),
+        (RegistryName::Public, None) => {
+            return Err(RegistryError::invalid(
+                "/data/attributes/namespace",
+                "namespace is required for public modules",
+            ))
+        }
+    };
+    let now = timestamp(chrono::Utc::now());
+    let module = Module {
+        id: new_id("mod"),
+        org_id: org.id.clone(),
+        registry,
+        namespace,
+        name,
+        provider,
+        status: "pending".into(),
+        no_code: new.no_code.unwrap_or(false),
+        created_at: now.clone(),
+        updated_at: now,
+        versions: Vec::new(),
+        test_config: None,
+        publishing_mechanism: None,
+        revision: 0,
+    };
+    let writes = vec![
+        Write::Put { item: module.to_item()?, condition: Condition::NotExists },
+        pointer::create(&module.id, &module.key())?,
+        join(&org.id, module.counter(), 1),
+    ];
+    match state.store.transact(writes).await {
+        Err(e) if e.failed_write() == Some(0) => Err(RegistryError::invalid(
+            "/data/attributes/name",
+            "a module with this namespace, name and provider already exists",
+        )),
+        Err(e) if e.failed_write() == Some(2) => Err(RegistryError::NotFound),
+        other => other.map_err(RegistryError::from),
+    }?;
+    Ok((module, org))
+}
+
+pub async fn get(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+) -> Result<(Module, Organization)> {
+    let org = organization(state, principal, org_name, Permission::Read).await?;
+    check_curation(state, address.registry)?;
+    let module = load(state.store.as_ref(), &address.key(&org, provider)?).await?;
+    Ok((module, org))
+}
+
+pub async fn get_by_id(state: &AppState, principal: &Principal, id: &str) -> Result<(Module, Organization)> {
+    let store = state.store.as_ref();
+    let module: Module = pointer::follow(store, id).await?.ok_or(RegistryError::NotFound)?.parse()?;
+    organizations::require(principal, &module.org_id, Permission::Read)?;
+    let org = organizations::get_by_id(store, &module.org_id).await?;
+    Ok((module, org))
+}
+
+/// The list's filters; all optional.
+#[derive(Debug, Default)]
+pub struct ModuleFilter {
+    pub q: Option<String>,
+    pub registry: Option<RegistryName>,
+    pub provider: Option<String>,
+    pub organization_name: Option<String>,
+}
+
+impl ModuleFilter {
+    fn matches(&self, module: &Module, org: &Organization) -> bool {
+        let q = self.q.as_deref().map(str::to_lowercase);
+        let searched = q.is_none_or(|q| {
+            [module.name.as_str(), module.namespace_in(org), module.provider.as_str()]
+                .iter()
+                .any(|field| field.to_lowercase().contains(&q))
+        });
+        searched && self.provider.as_deref().is_none_or(|p| p == module.provider.as_str())
+    }
+}
+
+/// A page of the organization's modules in a stable order (private first, then by
+/// namespace, name, provider), and how many match in all.
+pub async fn list(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    filter: &ModuleFilter,
+    page: &PageRequest,
+) -> Result<(Vec<Module>, usize, Organization)> {
+    let org = organization(state, principal, org_name, Permission::Read).await?;
+    if filter.organization_name.as_deref().is_some_and(|name| name != org.name) {
+        return Ok((Vec::new(), 0, org));
+    }
+    let store = state.store.as_ref();
+    let query = keys::modules(&org.id, filter.registry.map(RegistryName::as_str));
+    if filter.q.is_none() && filter.provider.is_none() {
+        let total = match filter.registry {
+            Some(RegistryName::Private) => org.private_module_count,
+            Some(RegistryName::Public) => org.public_module_count,
+            None => org.private_module_count + org.public_module_count,
+        };
+        let modules = page.fetch(store, query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+        return Ok((modules, total, org));
+    }
+    // Searching reads the organization's modules once and filters them here.
+    let all: Vec<Module> = query_all(store, query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let matching: Vec<Module> = all.into_iter().filter(|m| filter.matches(m, &org)).collect();
+    let total = matching.len();
+    Ok((page.slice(matching), total, org))
+}
+
+pub struct ModuleChanges {
+    pub branch: Option<String>,
+    pub tags: Option<bool>,
+    pub tests_enabled: Option<bool>,
+    pub no_code: Option<bool>,
+}
+
+pub async fn update(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+    changes: ModuleChanges,
+) -> Result<(Module, Organization)> {
+    let org = organization(state, principal, org_name, Permission::Own).await?;
+    if address.registry != RegistryName::Private {
+        return Err(RegistryError::NotFound);
+    }
+    if changes.branch.is_some() && changes.tags.is_some() {
+        return Err(RegistryError::invalid(
+            "/data/attributes/vcs-repo",
+            "vcs-repo.branch and vcs-repo.tags cannot be sent together",
+        ));
+    }
+    let key = address.key(&org, provider)?;
+    let (module, ()) = modify(state.store.as_ref(), &key, |module| {
+        if (changes.branch.is_some() || changes.tags.is_some()) && module.publishing_mechanism.is_none() {
+            return Err(RegistryError::invalid(
+                "/data/attributes/vcs-repo",
+                "this module is not connected to a VCS repository",
+            ));
+        }
+        if let Some(tests_enabled) = changes.tests_enabled {
+            let id = module.test_config.as_ref().map_or_else(|| new_id("tc"), |tc| tc.id.clone());
+            module.test_config = Some(TestConfig { id, tests_enabled });
+        }
+        if let Some(no_code) = changes.no_code {
+            module.no_code = no_code;
+        }
+        Ok((Vec::new(), ()))
+    })
+    .await?;
+    Ok((module, org))
+}

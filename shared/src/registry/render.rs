@@ -1,0 +1,68 @@
+//! The registry's resources in HCP Terraform's wire format. Create, get and list all render
+//! through these functions, so they return identical objects for one module.
+
+use serde_json::{json, Value};
+
+use super::modules::Module;
+use super::versions::ModuleVersion;
+use crate::accounts::organizations::Organization;
+use crate::api::Resource;
+use crate::auth::{Permission, Principal};
+
+pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Resource {
+    let namespace = module.namespace_in(org);
+    let manages = principal.can(&org.id, Permission::ManageModules);
+    let mut attributes = json!({
+        "name": module.name,
+        "namespace": namespace,
+        "provider": module.provider,
+        "registry-name": module.registry,
+        "status": module.status,
+        "version-statuses": module.versions,
+        "created-at": module.created_at,
+        "updated-at": module.updated_at,
+        "no-code": module.no_code,
+        "publishing-mechanism": module.publishing_mechanism,
+        "permissions": {
+            "can-delete": principal.can(&org.id, Permission::Own),
+            "can-resync": manages,
+            "can-retry": manages,
+        },
+    });
+    if let Some(test_config) = &module.test_config {
+        attributes["test-config"] = json!({ "id": test_config.id, "tests-enabled": test_config.tests_enabled });
+    }
+    Resource::new("registry-modules", &module.id, attributes).to_one("organization", "organizations", &org.name).link(
+        "self",
+        format!(
+            "/api/v2/organizations/{}/registry-modules/{}/{namespace}/{}/{}",
+            org.name,
+            module.registry.as_str(),
+            module.name,
+            module.provider
+        ),
+    )
+}
+
+/// A version; `upload` is the link for its archive while it waits for one.
+pub fn version(version: &ModuleVersion, upload: Option<String>) -> Resource {
+    let mut attributes = json!({
+        "source": version.source,
+        "status": version.status,
+        "version": version.version,
+        "created-at": version.created_at,
+        "updated-at": version.updated_at,
+    });
+    if let Some(error) = &version.error {
+        attributes["error"] = Value::String(error.clone());
+    }
+    let resource = Resource::new("registry-module-versions", &version.id, attributes).to_one(
+        "registry-module",
+        "registry-modules",
+        &version.module_id,
+    );
+    match upload {
+        Some(url) => resource.link("upload", url),
+        None => resource,
+    }
+}

@@ -1,0 +1,323 @@
+//! The registry management routes, deprecated forms included (go-tfe's `CreateVersion` and
+//! `Delete` still use them): each maps to the same domain call as its replacement.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::Router;
+use serde::Deserialize;
+
+use super::modules::{self, Address, ModuleChanges, ModuleFilter, NewModule};
+use super::names::RegistryName;
+use super::render;
+use super::versions::{self, NewVersion};
+use crate::api::{ApiError, Document, JsonApiBody, Listing, QueryParams};
+use crate::app::AppState;
+use crate::auth::Principal;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+const ORG: &str = "/api/v2/organizations/{org}/registry-modules";
+const MODULE: &str = "/api/v2/organizations/{org}/registry-modules/{registry}/{namespace}/{name}";
+const PROVIDER: &str = "/api/v2/organizations/{org}/registry-modules/{registry}/{namespace}/{name}/{provider}";
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route(ORG, get(list_modules).post(create_module))
+        .route(MODULE, axum::routing::delete(delete_module))
+        .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
+        .route(&format!("{PROVIDER}/"), axum::routing::patch(update_module))
+        .route(&format!("{PROVIDER}/versions"), get(list_versions).post(create_version))
+        .route(&format!("{PROVIDER}/version"), get(show_version))
+        .route(&format!("{PROVIDER}/{{version}}"), axum::routing::delete(delete_version))
+        .route("/api/v2/registry-modules/{id}", get(show_module_by_id))
+        // Deprecated forms, for private modules (namespace = organization).
+        .route("/api/v2/registry-modules/{org}/{name}/{provider}/versions", post(deprecated_create_version))
+        .route("/api/v2/registry-modules/show/{org}/{name}/{provider}", get(deprecated_show_module))
+        .route("/api/v2/registry-modules/actions/delete/{org}/{name}", post(deprecated_delete_module))
+        .route("/api/v2/registry-modules/actions/delete/{org}/{name}/{provider}", post(deprecated_delete_provider))
+        .route(
+            "/api/v2/registry-modules/actions/delete/{org}/{name}/{provider}/{version}",
+            post(deprecated_delete_version),
+        )
+}
+
+#[derive(Deserialize)]
+struct ModulePath {
+    org: String,
+    registry: String,
+    namespace: String,
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct ProviderPath {
+    org: String,
+    registry: String,
+    namespace: String,
+    name: String,
+    provider: String,
+}
+
+#[derive(Deserialize)]
+struct VersionPath {
+    org: String,
+    registry: String,
+    namespace: String,
+    name: String,
+    provider: String,
+    version: String,
+}
+
+impl ProviderPath {
+    fn address(&self) -> Result<Address> {
+        Ok(Address::new(&self.registry, &self.namespace, &self.name)?)
+    }
+
+    /// A deprecated path's module: private, in its organization's namespace.
+    fn private(org: String, name: String, provider: String) -> Self {
+        ProviderPath { registry: "private".into(), namespace: org.clone(), org, name, provider }
+    }
+}
+
+fn filter(params: &QueryParams) -> Result<ModuleFilter> {
+    let registry = match params.non_empty("filter[registry_name]") {
+        None => None,
+        Some(raw) => Some(RegistryName::parse("", raw).map_err(|_| {
+            ApiError::invalid_parameter("filter[registry_name]", "filter[registry_name] must be `private` or `public`")
+        })?),
+    };
+    Ok(ModuleFilter {
+        q: params.non_empty("q").map(str::to_owned),
+        registry,
+        provider: params.non_empty("filter[provider]").map(str::to_owned),
+        organization_name: params.non_empty("filter[organization_name]").map(str::to_owned),
+    })
+}
+
+async fn list_modules(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let filter = filter(&listing.params)?;
+    let (list, total, org) = modules::list(&state, &principal, &org, &filter, &listing.page).await?;
+    let resources = list.iter().map(|module| render::module(module, &org, &principal)).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+// pytfe sends these attributes with underscores (`registry_name`, `no_code`, `commit_sha`,
+// `vcs_repo`) where the API's own spelling has hyphens; both are accepted.
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct ModuleAttrs {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    provider: String,
+    namespace: Option<String>,
+    #[serde(alias = "registry_name")]
+    registry_name: Option<String>,
+    #[serde(alias = "no_code")]
+    no_code: Option<bool>,
+}
+
+async fn create_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<ModuleAttrs>(&["registry-modules"])?.attributes;
+    let new = NewModule {
+        name: attrs.name,
+        provider: attrs.provider,
+        namespace: attrs.namespace,
+        registry: attrs.registry_name,
+        no_code: attrs.no_code,
+    };
+    let (module, org) = modules::create(&state, &principal, &org, new).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)).created())
+}
+
+async fn show_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+) -> Result<Document> {
+    let (module, org) = modules::get(&state, &principal, &path.org, &path.address()?, &path.provider).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)))
+}
+
+async fn show_module_by_id(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let (module, org) = modules::get_by_id(&state, &principal, &id).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)))
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct UpdateAttrs {
+    #[serde(default, alias = "vcs_repo")]
+    vcs_repo: VcsRepoChanges,
+    #[serde(default, alias = "test_config")]
+    test_config: TestConfigChanges,
+    #[serde(alias = "no_code")]
+    no_code: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+struct VcsRepoChanges {
+    branch: Option<String>,
+    tags: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct TestConfigChanges {
+    #[serde(alias = "tests_enabled")]
+    tests_enabled: Option<bool>,
+}
+
+async fn update_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<UpdateAttrs>(&["registry-modules"])?.attributes;
+    let changes = ModuleChanges {
+        branch: attrs.vcs_repo.branch,
+        tags: attrs.vcs_repo.tags,
+        tests_enabled: attrs.test_config.tests_enabled,
+        no_code: attrs.no_code,
+    };
+    let (module, org) =
+        modules::update(&state, &principal, &path.org, &path.address()?, &path.provider, changes).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)))
+}
+
+async fn delete_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ModulePath>,
+) -> Result<StatusCode> {
+    let address = Address::new(&path.registry, &path.namespace, &path.name)?;
+    versions::delete_module(&state, &principal, &path.org, &address).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn delete_provider(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+) -> Result<StatusCode> {
+    versions::delete_provider(&state, &principal, &path.org, &path.address()?, &path.provider).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct VersionAttrs {
+    #[serde(default)]
+    version: String,
+    #[serde(alias = "commit_sha")]
+    commit_sha: Option<String>,
+}
+
+async fn create_version(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<VersionAttrs>(&["registry-module-versions"])?.attributes;
+    let new = NewVersion { version: attrs.version, commit_sha: attrs.commit_sha };
+    let created = versions::create(&state, &principal, &path.org, &path.address()?, &path.provider, new).await?;
+    Ok(Document::one(render::version(&created.version, Some(created.upload_url))).created())
+}
+
+async fn show_version(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+    params: QueryParams,
+) -> Result<Document> {
+    let wanted = params
+        .non_empty("module_version")
+        .ok_or_else(|| ApiError::invalid_parameter("module_version", "module_version is required"))?;
+    let (version, _, _) =
+        versions::read(&state, &principal, &path.org, &path.address()?, &path.provider, wanted).await?;
+    let upload = versions::upload_url(&state, &version).await?;
+    Ok(Document::one(render::version(&version, upload)))
+}
+
+async fn list_versions(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+    listing: Listing,
+) -> Result<Document> {
+    let (all, _, _) = versions::list(&state, &principal, &path.org, &path.address()?, &path.provider).await?;
+    let total = all.len();
+    let resources = listing.page.slice(all).iter().map(|version| render::version(version, None)).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+async fn delete_version(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<VersionPath>,
+) -> Result<StatusCode> {
+    let address = Address::new(&path.registry, &path.namespace, &path.name)?;
+    versions::delete(&state, &principal, &path.org, &address, &path.provider, &path.version).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn deprecated_create_version(
+    state: State<AppState>,
+    principal: Principal,
+    Path((org, name, provider)): Path<(String, String, String)>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    create_version(state, principal, Path(ProviderPath::private(org, name, provider)), body).await
+}
+
+async fn deprecated_show_module(
+    state: State<AppState>,
+    principal: Principal,
+    Path((org, name, provider)): Path<(String, String, String)>,
+) -> Result<Document> {
+    show_module(state, principal, Path(ProviderPath::private(org, name, provider))).await
+}
+
+async fn deprecated_delete_module(
+    state: State<AppState>,
+    principal: Principal,
+    Path((org, name)): Path<(String, String)>,
+) -> Result<StatusCode> {
+    let path = ModulePath { registry: "private".into(), namespace: org.clone(), org, name };
+    delete_module(state, principal, Path(path)).await
+}
+
+async fn deprecated_delete_provider(
+    state: State<AppState>,
+    principal: Principal,
+    Path((org, name, provider)): Path<(String, String, String)>,
+) -> Result<StatusCode> {
+    delete_provider(state, principal, Path(ProviderPath::private(org, name, provider))).await
+}
+
+async fn deprecated_delete_version(
+    state: State<AppState>,
+    principal: Principal,
+    Path((org, name, provider, version)): Path<(String, String, String, String)>,
+) -> Result<StatusCode> {
+    let path = VersionPath { registry: "private".into(), namespace: org.clone(), org, name, provider, version };
+    delete_version(state, principal, Path(path)).await
+}

@@ -1,0 +1,332 @@
+//! Module versions: created `pending` with an upload link, made `ok` (or failed) by ingest,
+//! deleted with the cascade the spec describes (last version → its provider goes).
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{RegistryError, Result};
+use super::modules::{self, load, modify, organization, Address, Module, VersionStatus};
+use super::names::{parse_version, RegistryName};
+use crate::accounts::cascade::{satellites, BLOB, SATELLITES};
+use crate::accounts::organizations::Organization;
+use crate::api::timestamp;
+use crate::app::AppState;
+use crate::auth::{Permission, Principal};
+use crate::blobs::ObjectId;
+use crate::ids::new_id;
+use crate::store::{keys, query_all, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES};
+
+/// How long an upload link stays valid.
+pub const UPLOAD_LINK_VALIDITY: Duration = Duration::from_secs(25 * 3600);
+/// The `source` of versions created through the API, as HCP Terraform marks them.
+pub const API_SOURCE: &str = "tfe-api";
+pub const PENDING: &str = "pending";
+pub const OK: &str = "ok";
+pub const FAILED: &str = "reg_ingress_failed";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ModuleVersion {
+    pub id: String,
+    pub org_id: String,
+    pub module_id: String,
+    pub name: String,
+    pub provider: String,
+    pub version: String,
+    pub status: String,
+    pub source: String,
+    pub error: Option<String>,
+    pub commit_sha: Option<String>,
+    /// The object the upload link writes, while the version waits for its archive.
+    pub upload: Option<String>,
+    /// The validated archive that downloads serve, once `ok`.
+    pub archive: Option<String>,
+    pub sha256: Option<String>,
+    #[serde(default)]
+    pub root_module_files: Vec<String>,
+    pub readme: Option<String>,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+impl ModuleVersion {
+    pub fn key(&self) -> Key {
+        keys::module_version(&self.org_id, &self.name, &self.provider, &self.version)
+    }
+
+    pub(super) fn to_item(&self) -> Result<Item> {
+        let mut item = Item::from_value(self.key(), self)?;
+        let owned: Vec<Key> = self.upload.iter().map(|id| keys::pending_upload(id)).collect();
+        item.attrs.insert(SATELLITES.into(), satellites(&owned));
+        if let Some(object) = self.archive.as_ref().or(self.upload.as_ref()) {
+            item.attrs.insert(BLOB.into(), object.clone().into());
+        }
+        Ok(item)
+    }
+
+    /// The objects this version holds in the blob store.
+    pub(super) fn objects(&self) -> impl Iterator<Item = ObjectId> + '_ {
+        self.upload.iter().chain(self.archive.iter()).filter_map(|id| ObjectId::parse(id))
+    }
+
+    pub(super) fn status_entry(&self) -> VersionStatus {
+        VersionStatus { version: self.version.clone(), status: self.status.clone(), error: self.error.clone() }
+    }
+}
+
+/// What waits under `UPLOAD#<object-id>`: the version an uploaded archive belongs to.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(super) struct PendingUpload {
+    pub module: Key,
+    pub version: Key,
+}
+
+pub struct NewVersion {
+    pub version: String,
+    pub commit_sha: Option<String>,
+}
+
+/// A created version and the link its archive is uploaded to.
+pub struct CreatedVersion {
+    pub version: ModuleVersion,
+    pub module: Module,
+    pub upload_url: String,
+}
+
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+    new: NewVersion,
+) -> Result<CreatedVersion> {
+    let org = organization(state, principal, org_name, Permission::ManageModules).await?;
+    modules::check_curation(state, address.registry)?;
+    let store = state.store.as_ref();
+    let module_key = address.key(&org, provider)?;
+    if address.registry == RegistryName::Public {
+        load(store, &module_key).await?;
+        return Err(RegistryError::Forbidden("Versions cannot be created for public modules.".into()));
+    }
+    let semver = parse_version("/data/attributes/version", &new.version)?;
+    let now = timestamp(chrono::Utc::now());
+    let upload = ObjectId::generate();
+    let mut version = ModuleVersion {
+        id: new_id("modver"),
+        org_id: org.id.clone(),
+        module_id: String::new(),
+        name: address.name.clone(),
+        provider: provider.to_owned(),
+        version: semver.to_string(),
+        status: PENDING.into(),
+        source: API_SOURCE.into(),
+        error: None,
+        commit_sha: new.commit_sha,
+        upload: Some(upload.to_string()),
+        archive: None,
+        sha256: None,
+        root_module_files: Vec::new(),
+        readme: None,
+        created_at: now.clone(),
+        updated_at: now,
+    };
+    let pending = PendingUpload { module: module_key.clone(), version: version.key() };
+    let (module, ()) = modify(store, &module_key, |module| {
+        if module.publishing_mechanism.as_deref() == Some("git_tag") {
+            return Err(RegistryError::invalid(
+                "/data/attributes/version",
+                "this module publishes a version for each tag of its repository; versions cannot be created by hand",
+            ));
+        }
+        version.module_id = module.id.clone();
+        module.versions.push(version.status_entry());
+        let writes = vec![
+            Write::Put { item: version.to_item()?, condition: Condition::NotExists },
+            Write::Put {
+                item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?,
+                condition: Condition::NotExists,
+            },
+        ];
+        Ok((writes, ()))
+    })
+    .await
+    .map_err(|e| match e {
+        RegistryError::Store(e) if e.failed_write() == Some(1) => {
+            RegistryError::invalid("/data/attributes/version", format!("version {semver} already exists"))
+        }
+        other => other,
+    })?;
+    let upload_url = state.blobs.upload_url(&upload, UPLOAD_LINK_VALIDITY).await?;
+    Ok(CreatedVersion { version, module, upload_url })
+}
+
+/// A link for a pending version's archive (fresh on each read), `None` once it has one.
+pub async fn upload_url(state: &AppState, version: &ModuleVersion) -> Result<Option<String>> {
+    match version.upload.as_deref().and_then(ObjectId::parse) {
+        Some(id) if version.status == PENDING => Ok(Some(state.blobs.upload_url(&id, UPLOAD_LINK_VALIDITY).await?)),
+        _ => Ok(None),
+    }
+}
+
+pub async fn read(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+    version: &str,
+) -> Result<(ModuleVersion, Module, Organization)> {
+    let (module, org) = modules::get(state, principal, org_name, address, provider).await?;
+    let key = keys::module_version(&org.id, &address.name, provider, version);
+    let version = state.store.get(&key).await?.ok_or(RegistryError::NotFound)?.parse()?;
+    Ok((version, module, org))
+}
+
+/// Every version of one provider, in semantic-version order.
+pub async fn list(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+) -> Result<(Vec<ModuleVersion>, Module, Organization)> {
+    let (module, org) = modules::get(state, principal, org_name, address, provider).await?;
+    let items = query_all(state.store.as_ref(), keys::module_versions(&org.id, &address.name, provider)).await?;
+    let mut versions: Vec<ModuleVersion> = items.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    versions.sort_by_cached_key(|v| semver::Version::parse(&v.version).ok());
+    Ok((versions, module, org))
+}
+
+/// Deletes one version; deleting a provider's last version deletes the provider.
+pub async fn delete(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+    version: &str,
+) -> Result<()> {
+    let org = organization(state, principal, org_name, Permission::Own).await?;
+    modules::check_curation(state, address.registry)?;
+    if address.registry == RegistryName::Public {
+        return Err(RegistryError::NotFound);
+    }
+    let store = state.store.as_ref();
+    let module_key = address.key(&org, provider)?;
+    let version: ModuleVersion = store
+        .get(&keys::module_version(&org.id, &address.name, provider, version))
+        .await?
+        .ok_or(RegistryError::NotFound)?
+        .parse()?;
+    let gone = version_removal(&version);
+    for _ in 0..10 {
+        let mut module = load(store, &module_key).await?;
+        module.versions.retain(|v| v.version != version.version);
+        let mut writes = gone.clone();
+        if module.versions.is_empty() {
+            writes.extend(module.removal_writes());
+        } else {
+            let revision = module.revision;
+            module.revision += 1;
+            module.updated_at = timestamp(chrono::Utc::now());
+            writes.push(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
+        }
+        match store.transact(writes).await {
+            Ok(()) => {
+                remove_objects(state, [version].iter()).await;
+                return Ok(());
+            }
+            Err(e) if e.failed_write() == Some(0) => return Err(RegistryError::NotFound),
+            Err(e) if e.failed_write() == Some(gone.len()) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(RegistryError::Conflict("The module is being changed by other requests; retry.".into()))
+}
+
+fn version_removal(version: &ModuleVersion) -> Vec<Write> {
+    let mut writes = vec![Write::Delete { key: version.key(), condition: Condition::Exists }];
+    writes.extend(
+        version.upload.iter().map(|id| Write::Delete { key: keys::pending_upload(id), condition: Condition::Always }),
+    );
+    writes
+}
+
+/// Deletes one provider of a module and all its versions. When they fit in one transaction the
+/// whole removal is atomic; otherwise versions go first and the module record last, so an
+/// interrupted delete leaves a module that can be deleted again.
+pub(super) async fn remove_provider(state: &AppState, module: &Module) -> Result<()> {
+    let store: &dyn ItemStore = state.store.as_ref();
+    let versions: Vec<ModuleVersion> = if module.is_private() {
+        let query = keys::module_versions(&module.org_id, module.name.as_str(), module.provider.as_str());
+        query_all(store, query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?
+    } else {
+        Vec::new()
+    };
+    let version_writes: Vec<Write> = versions.iter().flat_map(version_removal).collect();
+    let module_writes = module.removal_writes();
+    if version_writes.len() + module_writes.len() <= MAX_TRANSACTION_WRITES {
+        let first_module_write = version_writes.len();
+        let writes = version_writes.into_iter().chain(module_writes).collect();
+        match store.transact(writes).await {
+            Err(e) if e.failed_write() == Some(first_module_write) => {
+                return Err(RegistryError::Conflict("The module changed while it was being deleted; retry.".into()))
+            }
+            other => other?,
+        }
+    } else {
+        for chunk in version_writes.chunks(MAX_TRANSACTION_WRITES) {
+            let relaxed = chunk.iter().map(|w| Write::Delete { key: w.key().clone(), condition: Condition::Always });
+            store.transact(relaxed.collect()).await?;
+        }
+        let current = load(store, &module.key()).await?;
+        store.transact(current.removal_writes()).await?;
+    }
+    remove_objects(state, versions.iter()).await;
+    Ok(())
+}
+
+/// Removes deleted versions' archives. The records are already gone, so a failure here only
+/// leaves an unreachable object behind: it is logged, not returned.
+async fn remove_objects(state: &AppState, versions: impl Iterator<Item = &ModuleVersion>) {
+    for id in versions.flat_map(ModuleVersion::objects) {
+        if let Err(e) = state.blobs.delete(&id).await {
+            tracing::warn!(object = %id, error = %e, "archive of a deleted version not removed");
+        }
+    }
+}
+
+/// Deletes one provider (the `…/:name/:provider` form).
+pub async fn delete_provider(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+) -> Result<()> {
+    let org = organization(state, principal, org_name, Permission::Own).await?;
+    modules::check_curation(state, address.registry)?;
+    if address.registry == RegistryName::Public {
+        return Err(RegistryError::NotFound);
+    }
+    let module = load(state.store.as_ref(), &address.key(&org, provider)?).await?;
+    remove_provider(state, &module).await
+}
+
+/// Deletes every provider of a module (the `…/:namespace/:name` form); for a public module,
+/// the organization's record of it.
+pub async fn delete_module(state: &AppState, principal: &Principal, org_name: &str, address: &Address) -> Result<()> {
+    let org = organization(state, principal, org_name, Permission::Own).await?;
+    modules::check_curation(state, address.registry)?;
+    let query = keys::module_providers(&org.id, address.stored_namespace(&org)?, &address.name);
+    let providers: Vec<Module> =
+        query_all(state.store.as_ref(), query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    if providers.is_empty() {
+        return Err(RegistryError::NotFound);
+    }
+    for module in &providers {
+        remove_provider(state, module).await?;
+    }
+    Ok(())
+}
