@@ -174,3 +174,72 @@ pub async fn spawn_on_dynamodb() -> Option<TestApp> {
     let options = Options { store: Store::Dynamodb, init: true, ..options(data_dir.path()) };
     Some(TestApp::spawn_in(data_dir, options, config).await)
 }
+
+/// One entry of a test archive. `raw` entries bypass the tar crate's own path checks, to build
+/// the hostile archives a real attacker would.
+pub enum Entry<'a> {
+    File(&'a str, &'a [u8]),
+    Raw { name: &'a str, kind: tar::EntryType, link: Option<&'a str> },
+}
+
+/// A gzip-compressed tar archive of `entries`.
+pub fn targz(entries: &[Entry<'_>]) -> Vec<u8> {
+    let encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    let mut builder = tar::Builder::new(encoder);
+    for entry in entries {
+        let mut header = tar::Header::new_gnu();
+        match entry {
+            Entry::File(name, body) => {
+                header.set_size(body.len() as u64);
+                header.set_mode(0o644);
+                header.set_entry_type(tar::EntryType::Regular);
+                raw_name(&mut header, name);
+                header.set_cksum();
+                builder.append(&header, *body).expect("append a file");
+            }
+            Entry::Raw { name, kind, link } => {
+                header.set_size(0);
+                header.set_mode(0o644);
+                header.set_entry_type(*kind);
+                raw_name(&mut header, name);
+                if let Some(link) = link {
+                    let field = &mut header.as_old_mut().linkname;
+                    field[..link.len()].copy_from_slice(link.as_bytes());
+                }
+                header.set_cksum();
+                builder.append(&header, std::io::empty()).expect("append a raw entry");
+            }
+        }
+    }
+    builder.into_inner().and_then(|gz| gz.finish()).expect("finish the archive")
+}
+
+fn raw_name(header: &mut tar::Header, name: &str) {
+    let field = &mut header.as_old_mut().name;
+    field[..name.len()].copy_from_slice(name.as_bytes());
+}
+
+/// A small valid module.
+pub fn module_archive() -> Vec<u8> {
+    targz(&[
+        Entry::File("./main.tf", b"variable \"cidr\" {}\noutput \"id\" { value = \"x\" }\n"),
+        Entry::File("./README.md", b"# vpc\nA test module.\n"),
+        Entry::File("./modules/subnet/main.tf", b"variable \"az\" {}\n"),
+    ])
+}
+
+impl TestApp {
+    /// PUTs an archive to an upload link the way clients do: no Authorization header.
+    pub async fn upload(&self, url: &str, body: Vec<u8>) -> StatusCode {
+        let url = if url.starts_with('/') { format!("{}{url}", self.url) } else { url.to_owned() };
+        let response = self
+            .client
+            .put(url)
+            .header("Content-Type", "application/octet-stream")
+            .body(body)
+            .send()
+            .await
+            .expect("the upload reaches dev-server");
+        response.status()
+    }
+}

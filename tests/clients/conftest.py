@@ -1,0 +1,57 @@
+"""Starts a dev-server binary (path in HANGAR_DEV_SERVER, built by tests/run) on a free port
+with a fresh data directory, and hands tests its URL and site-admin token."""
+
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+
+class Hangar:
+    def __init__(self, url: str, admin_token: str, data_dir: str):
+        self.url = url
+        self.admin_token = admin_token
+        self.data_dir = data_dir
+
+
+def _start(binary: str, data_dir: str) -> tuple[subprocess.Popen, str, str]:
+    process = subprocess.Popen(
+        [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "RUST_LOG": "warn"},
+    )
+    token, url = None, None
+    timer = threading.Timer(30, process.kill)
+    timer.start()
+    try:
+        for line in process.stdout:
+            if line.startswith("Site-admin token"):
+                token = line.rsplit(" ", 1)[-1].strip()
+            if line.startswith("Hangar is listening on "):
+                url = line.rsplit(" ", 1)[-1].strip()
+                break
+    finally:
+        timer.cancel()
+    if not (token and url):
+        process.kill()
+        raise RuntimeError("dev-server did not start (no token or address printed)")
+    return process, url, token
+
+
+@pytest.fixture
+def hangar():
+    binary = os.environ.get("HANGAR_DEV_SERVER")
+    if not binary:
+        pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
+    with tempfile.TemporaryDirectory() as data_dir:
+        process, url, token = _start(binary, data_dir)
+        try:
+            yield Hangar(url, token, data_dir)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=15)
