@@ -2,7 +2,9 @@
 //! lean hardest on the store (transactions, counters, cascades) behave as on SQLite.
 //! (Its own test binary: it points the AWS SDK's environment at the emulator.)
 
-use hangar_tests::spawn_on_dynamodb;
+use aws_lambda_events::event::s3::S3Event;
+use hangar::app::AppState;
+use hangar_tests::{module_archive, spawn_on_dynamodb};
 use serde_json::json;
 
 #[tokio::test]
@@ -33,5 +35,41 @@ async fn the_accounts_flow_works_on_dynamodb_and_s3() {
     assert_eq!(app.get(&format!("/api/v2/workspaces/{ws_id}"), &app.admin_token).await.status, 404);
     let after = app.get("/api/v2/organizations", &app.admin_token).await;
     assert_eq!(after.body["meta"]["pagination"]["total-count"], 1);
+    app.stop().await;
+}
+
+/// The AWS path of an upload: a PUT on the pre-signed S3 link, then the `registry-ingest`
+/// handler fed the ObjectCreated event S3 sends (the sample in `events/`, pointed at this key).
+#[tokio::test]
+async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
+    let Some(app) = spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
+    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &app.admin_token, module).await.status, 201);
+    let vpc = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws";
+    let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
+    let created = app.post(&format!("{vpc}/versions"), &app.admin_token, version).await;
+    let upload = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
+    assert!(upload.contains("/object/") && upload.contains("X-Amz-Signature"), "{upload}");
+    assert_eq!(app.upload(&upload, module_archive()).await, 200);
+    let version_path = format!("{vpc}/version?module_version=1.0.0");
+    let read = || app.get(&version_path, &app.admin_token);
+    assert_eq!(read().await.body["data"]["attributes"]["status"], "pending", "S3 ingests on its event, not on the PUT");
+
+    let key = upload.split('?').next().unwrap().split("/object/").nth(1).unwrap();
+    let sample =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../events/registry-ingest-object-created.json"));
+    let mut event: serde_json::Value = serde_json::from_str(&sample.unwrap()).unwrap();
+    event["Records"][0]["s3"]["object"]["key"] = json!(format!("object/{key}"));
+    event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
+    let event: S3Event = serde_json::from_value(event).unwrap();
+    let state = AppState::build(app.config.clone(), false).await.unwrap();
+    let summary = hangar::jobs::ingest(&state, event.clone()).await.unwrap();
+    assert_eq!(summary.ingested, [key]);
+    assert_eq!(read().await.body["data"]["attributes"]["status"], "ok");
+
+    // S3 may deliver an event twice: the second finds nothing waiting.
+    let again = hangar::jobs::ingest(&state, event).await.unwrap();
+    assert_eq!(again.ignored, [key]);
     app.stop().await;
 }

@@ -2,7 +2,7 @@
 //! its generated site-admin token, and helpers that speak JSON:API to it.
 
 use dev_server::{start, Options, Running, Store};
-use hangar::config::Config;
+use hangar::config::{Config, StoreKind};
 use hangar::ids::random_token;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -11,6 +11,8 @@ pub const JSONAPI: &str = "application/vnd.api+json";
 
 pub struct TestApp {
     pub url: String,
+    /// The configuration it was started with (table and bucket names, limits).
+    pub config: Config,
     pub admin_token: String,
     pub client: reqwest::Client,
     pub data_dir: tempfile::TempDir,
@@ -55,10 +57,11 @@ impl TestApp {
 
     /// Starts dev-server with explicit options in `data_dir`.
     pub async fn spawn_in(data_dir: tempfile::TempDir, options: Options, config: Config) -> TestApp {
-        let running = start(options, config).await.expect("dev-server starts");
+        let running = start(options, config.clone()).await.expect("dev-server starts");
         let admin_token = running.generated_admin_token.clone().expect("a fresh data directory gets a generated token");
         TestApp {
             url: running.url.clone(),
+            config,
             admin_token,
             client: reqwest::Client::new(),
             data_dir,
@@ -170,7 +173,12 @@ pub async fn spawn_on_dynamodb() -> Option<TestApp> {
     moto()?;
     let data_dir = tempfile::tempdir().expect("a temporary directory");
     let suffix = random_token(10).to_lowercase();
-    let config = Config { table: format!("hangar-{suffix}"), bucket: format!("hangar-{suffix}"), ..Config::default() };
+    let config = Config {
+        store: StoreKind::Dynamodb,
+        table: format!("hangar-{suffix}"),
+        bucket: format!("hangar-{suffix}"),
+        ..Config::default()
+    };
     let options = Options { store: Store::Dynamodb, init: true, ..options(data_dir.path()) };
     Some(TestApp::spawn_in(data_dir, options, config).await)
 }
