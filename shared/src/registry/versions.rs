@@ -198,6 +198,22 @@ pub async fn list(
     Ok((versions, module, org))
 }
 
+/// The organization of a private module the principal owns. The version and provider forms of
+/// delete do not exist for public modules: they are 404 there.
+async fn owned_private(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+) -> Result<Organization> {
+    let org = organization(state, principal, org_name, Permission::Own).await?;
+    modules::check_curation(state, address.registry)?;
+    if address.registry == RegistryName::Public {
+        return Err(RegistryError::NotFound);
+    }
+    Ok(org)
+}
+
 /// Deletes one version; deleting a provider's last version deletes the provider.
 pub async fn delete(
     state: &AppState,
@@ -207,11 +223,7 @@ pub async fn delete(
     provider: &str,
     version: &str,
 ) -> Result<()> {
-    let org = organization(state, principal, org_name, Permission::Own).await?;
-    modules::check_curation(state, address.registry)?;
-    if address.registry == RegistryName::Public {
-        return Err(RegistryError::NotFound);
-    }
+    let org = owned_private(state, principal, org_name, address).await?;
     let store = state.store.as_ref();
     let module_key = address.key(&org, provider)?;
     let version: ModuleVersion = store
@@ -305,11 +317,7 @@ pub async fn delete_provider(
     address: &Address,
     provider: &str,
 ) -> Result<()> {
-    let org = organization(state, principal, org_name, Permission::Own).await?;
-    modules::check_curation(state, address.registry)?;
-    if address.registry == RegistryName::Public {
-        return Err(RegistryError::NotFound);
-    }
+    let org = owned_private(state, principal, org_name, address).await?;
     let module = load(state.store.as_ref(), &address.key(&org, provider)?).await?;
     remove_provider(state, &module).await
 }
