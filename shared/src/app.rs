@@ -23,6 +23,8 @@ pub struct AppState {
     pub blobs: Blobs,
     /// Set when blobs are local files: dev-server then serves their `/object/` links.
     pub local_blobs: Option<LocalBlobs>,
+    /// For calls out (the public registry proxy); built once, cloned cheaply.
+    pub http: reqwest::Client,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +35,8 @@ pub enum BootError {
     Store(#[from] crate::store::StoreError),
     #[error("blobs: {0}")]
     Blobs(#[from] crate::blobs::BlobError),
+    #[error("HTTP client: {0}")]
+    Http(String),
     #[error("data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
 }
@@ -69,7 +73,12 @@ impl AppState {
                 (Arc::new(store), Arc::new(blobs), None)
             }
         };
-        let state = Self { config: Arc::new(config), store, blobs, local_blobs };
+        let http = reqwest::Client::builder()
+            .timeout(config.public_registry_timeout)
+            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| BootError::Http(e.to_string()))?;
+        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http };
         if let Some(secret) = &state.config.admin_token {
             crate::auth::install_admin_token(state.store.as_ref(), secret).await?;
         }
@@ -163,7 +172,7 @@ pub mod routers {
     }
 
     pub fn registry_protocol(state: AppState) -> Router {
-        finish(Router::new(), state)
+        finish(crate::registry::protocol::router(), state)
     }
 
     pub fn agent_pools(state: AppState) -> Router {
@@ -180,7 +189,10 @@ pub mod routers {
 
     /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
     pub fn all(state: AppState) -> Router {
-        let families = Router::new().merge(crate::accounts::router()).merge(crate::registry::router());
+        let families = Router::new()
+            .merge(crate::accounts::router())
+            .merge(crate::registry::router())
+            .merge(crate::registry::protocol::router());
         let mut router = finish(families, state.clone());
         if let Some(local) = state.local_blobs.clone() {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));

@@ -33,6 +33,11 @@ pub struct Config {
     pub admin_token: Option<String>,
     pub max_upload_bytes: u64,
     pub archive_limits: ArchiveLimits,
+    /// The public registry's module API that `/api/registry/public/v1` forwards to.
+    pub public_registry_url: String,
+    pub public_registry_timeout: std::time::Duration,
+    /// The largest upstream response the proxy relays.
+    pub public_registry_max_bytes: usize,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -67,6 +72,9 @@ impl Default for Config {
             admin_token: None,
             max_upload_bytes: 512 * 1024 * 1024,
             archive_limits: ArchiveLimits::default(),
+            public_registry_url: "https://registry.terraform.io/v1/modules".into(),
+            public_registry_timeout: std::time::Duration::from_secs(10),
+            public_registry_max_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -113,6 +121,14 @@ impl Config {
             admin_token: var("HANGAR_ADMIN_TOKEN"),
             max_upload_bytes,
             archive_limits,
+            public_registry_url: var("HANGAR_PUBLIC_REGISTRY_URL")
+                .map(|url| url.trim_end_matches('/').to_owned())
+                .unwrap_or(defaults.public_registry_url),
+            public_registry_timeout: std::time::Duration::from_secs(number(
+                "HANGAR_PUBLIC_REGISTRY_TIMEOUT_SECONDS",
+                defaults.public_registry_timeout.as_secs(),
+            )?),
+            public_registry_max_bytes: number("HANGAR_PUBLIC_REGISTRY_MAX_BYTES", defaults.public_registry_max_bytes)?,
         })
     }
 }

@@ -24,6 +24,9 @@ pub struct VersionStatus {
     pub version: String,
     pub status: String,
     pub error: Option<String>,
+    /// When the version became `ok`.
+    #[serde(default)]
+    pub published_at: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -54,6 +57,12 @@ pub struct Module {
     /// `git_tag` or `branch` for modules published from VCS.
     #[serde(default)]
     pub publishing_mechanism: Option<String>,
+    /// The first paragraph of the latest ingested README, for the registry protocol.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Downloads through the registry protocol.
+    #[serde(default)]
+    pub downloads: u64,
     /// Bumped by every change; writes are conditional on it (optimistic concurrency).
     #[serde(default)]
     pub revision: u64,
@@ -90,6 +99,26 @@ impl Module {
         } else {
             PUBLIC_COUNT
         }
+    }
+
+    /// The `ok` versions, lowest first in semantic-version order.
+    pub fn ok_versions(&self) -> Vec<(semver::Version, &VersionStatus)> {
+        let mut ok: Vec<_> = self
+            .versions
+            .iter()
+            .filter(|v| v.status == super::versions::OK)
+            .filter_map(|v| Some((semver::Version::parse(&v.version).ok()?, v)))
+            .collect();
+        ok.sort_by(|a, b| a.0.cmp(&b.0));
+        ok
+    }
+
+    /// The version consumers get by default: the highest stable `ok` version, else the highest
+    /// prerelease.
+    pub fn latest_ok(&self) -> Option<&VersionStatus> {
+        let ok = self.ok_versions();
+        let stable = ok.iter().rev().find(|(v, _)| v.pre.is_empty());
+        stable.or(ok.last()).map(|(_, status)| *status)
     }
 
     /// The writes that remove the module record itself (not its versions).
@@ -237,6 +266,8 @@ pub async fn create(
         versions: Vec::new(),
         test_config: None,
         publishing_mechanism: None,
+        description: None,
+        downloads: 0,
         revision: 0,
     };
     let writes = vec![

@@ -18,7 +18,11 @@ pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Res
         "provider": module.provider,
         "registry-name": module.registry,
         "status": module.status,
-        "version-statuses": module.versions,
+        "version-statuses": module
+            .versions
+            .iter()
+            .map(|v| json!({ "version": v.version, "status": v.status, "error": v.error }))
+            .collect::<Vec<_>>(),
         "created-at": module.created_at,
         "updated-at": module.updated_at,
         "no-code": module.no_code,

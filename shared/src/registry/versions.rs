@@ -70,7 +70,12 @@ impl ModuleVersion {
     }
 
     pub(super) fn status_entry(&self) -> VersionStatus {
-        VersionStatus { version: self.version.clone(), status: self.status.clone(), error: self.error.clone() }
+        VersionStatus {
+            version: self.version.clone(),
+            status: self.status.clone(),
+            error: self.error.clone(),
+            published_at: (self.status == OK).then(|| self.updated_at.clone()),
+        }
     }
 }
 

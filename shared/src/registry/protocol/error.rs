@@ -1,0 +1,84 @@
+//! Errors of the registry protocol, in its own format (`{"errors": ["…"]}`, as the public
+//! registry answers), mapped to HTTP in one place.
+
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::api::ApiError;
+use crate::registry::RegistryError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProtocolError {
+    #[error("no valid token: send `Authorization: Bearer <token>`")]
+    Unauthorized,
+    /// Missing, or not visible to the caller.
+    #[error("not found")]
+    NotFound,
+    #[error("{0}")]
+    BadRequest(String),
+    /// The upstream public registry failed, timed out, or answered something unusable.
+    #[error("upstream registry: {0}")]
+    BadGateway(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl ProtocolError {
+    fn status(&self) -> StatusCode {
+        match self {
+            ProtocolError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ProtocolError::NotFound => StatusCode::NOT_FOUND,
+            ProtocolError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProtocolError::BadGateway(_) => StatusCode::BAD_GATEWAY,
+            ProtocolError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ProtocolError {
+    fn into_response(self) -> Response {
+        let message = match &self {
+            ProtocolError::Internal(cause) => {
+                tracing::error!(error = %cause, "internal error");
+                "internal error".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let body = json!({ "errors": [message] }).to_string();
+        (self.status(), [(header::CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+impl From<StoreError> for ProtocolError {
+    fn from(e: StoreError) -> Self {
+        ProtocolError::Internal(e.to_string())
+    }
+}
+
+impl From<RegistryError> for ProtocolError {
+    fn from(e: RegistryError) -> Self {
+        match e {
+            RegistryError::NotFound | RegistryError::CurationDisabled | RegistryError::Forbidden(_) => {
+                ProtocolError::NotFound
+            }
+            RegistryError::Invalid { detail, .. } => ProtocolError::BadRequest(detail),
+            other => ProtocolError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// The bearer-token rejection of the shared extractor, in this family's format.
+impl From<ApiError> for ProtocolError {
+    fn from(e: ApiError) -> Self {
+        match e.status {
+            StatusCode::UNAUTHORIZED => ProtocolError::Unauthorized,
+            StatusCode::NOT_FOUND => ProtocolError::NotFound,
+            status if status.is_client_error() => ProtocolError::BadRequest(e.detail),
+            _ => ProtocolError::Internal(e.detail),
+        }
+    }
+}
+
+pub type Result<T, E = ProtocolError> = std::result::Result<T, E>;

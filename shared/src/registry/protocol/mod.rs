@@ -1,0 +1,30 @@
+//! The module registry protocol that `terraform init` speaks (function `registry-protocol`):
+//! service discovery, the private registry under `/api/registry/v1/modules` (namespace = the
+//! organization's name, only `ok` versions), and the public proxy under
+//! `/api/registry/public/v1/modules` for modules an organization has curated.
+
+mod error;
+mod private;
+mod proxy;
+
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+pub use error::ProtocolError;
+
+use crate::app::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new().route("/.well-known/terraform.json", get(discovery)).merge(private::routes()).merge(proxy::routes())
+}
+
+/// Service discovery: where the module registry and the management API live. Unauthenticated.
+async fn discovery() -> Json<Value> {
+    Json(json!({
+        "modules.v1": "/api/registry/v1/modules/",
+        "tfe.v2": "/api/v2/",
+        "tfe.v2.1": "/api/v2/",
+        "tfe.v2.2": "/api/v2/",
+    }))
+}

@@ -1,0 +1,325 @@
+//! `/api/registry/v1/modules`: the organization's private modules as the public registry
+//! shows modules (namespace = organization name), with only `ok` versions, in semantic-version
+//! order. Downloads answer with a pre-signed link to the stored archive in `X-Terraform-Get`.
+
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{header, HeaderName, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde_json::{json, Value};
+
+use super::error::{ProtocolError, Result};
+use crate::accounts::organizations::{self, Organization};
+use crate::api::{ApiError, QueryParams};
+use crate::app::AppState;
+use crate::auth::{Permission, Principal};
+use crate::blobs::ObjectId;
+use crate::registry::modules::{load, Module, VersionStatus};
+use crate::registry::versions::{ModuleVersion, OK};
+use crate::store::{keys, query_all, Condition, Item, UpdateOp};
+
+const PREFIX: &str = "/api/registry/v1/modules";
+/// How long a download link stays valid: long enough for a slow `terraform init` to fetch it.
+const DOWNLOAD_LINK_VALIDITY: Duration = Duration::from_secs(600);
+const DEFAULT_LIMIT: usize = 15;
+const MAX_LIMIT: usize = 100;
+
+pub(super) fn routes() -> Router<AppState> {
+    Router::new()
+        .route(PREFIX, get(list_all))
+        .route(&format!("{PREFIX}/"), get(list_all))
+        .route(&format!("{PREFIX}/search"), get(search))
+        .route(&format!("{PREFIX}/{{namespace}}"), get(list_namespace))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}"), get(latest_for_each_provider))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}"), get(latest_for_provider))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/versions"), get(list_versions))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/download"), get(download_latest))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/{{version}}"), get(show_version))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/{{version}}/download"), get(download))
+}
+
+type Caller = std::result::Result<Principal, ApiError>;
+
+/// The organization behind a namespace, if the caller may read it.
+async fn namespace(state: &AppState, caller: Caller, namespace: &str) -> Result<(Principal, Organization)> {
+    let principal = caller?;
+    let org = organizations::authorized(state.store.as_ref(), &principal, namespace, Permission::Read)
+        .await
+        .map_err(|_| ProtocolError::NotFound)?;
+    Ok((principal, org))
+}
+
+/// The organizations whose modules the caller sees when it names no namespace.
+async fn visible_organizations(state: &AppState, principal: &Principal) -> Result<Vec<Organization>> {
+    let store = state.store.as_ref();
+    match principal.org_id() {
+        Some(org_id) => Ok(vec![organizations::get_by_id(store, org_id).await.map_err(|_| ProtocolError::NotFound)?]),
+        None => {
+            let (index, partition, _) = keys::organizations_by_name();
+            let items = query_all(store, crate::store::Query::index(index, partition, "")).await?;
+            let orgs = items.iter().filter_map(|item| item.parse::<Organization>().ok());
+            Ok(orgs.collect())
+        }
+    }
+}
+
+async fn private_modules(state: &AppState, org: &Organization) -> Result<Vec<Module>> {
+    let items = query_all(state.store.as_ref(), keys::modules(&org.id, Some("private"))).await?;
+    Ok(items.iter().map(Item::parse).collect::<std::result::Result<_, _>>()?)
+}
+
+/// A module as the public registry lists it, at one version.
+fn summary(org: &Organization, module: &Module, version: &VersionStatus) -> Value {
+    json!({
+        "id": format!("{}/{}/{}/{}", org.name, module.name, module.provider, version.version),
+        "owner": "",
+        "namespace": org.name,
+        "name": module.name,
+        "version": version.version,
+        "provider": module.provider,
+        "description": module.description.as_deref().unwrap_or(""),
+        "source": "",
+        "published_at": version.published_at,
+        "downloads": module.downloads,
+        "verified": false,
+    })
+}
+
+/// One version in full: the summary plus the module's root, its providers and every version.
+fn detail(org: &Organization, module: &Module, version: &VersionStatus, stored: &ModuleVersion) -> Value {
+    let mut detail = summary(org, module, version);
+    detail["root"] = json!({
+        "path": "",
+        "name": module.name,
+        "readme": stored.readme.as_deref().unwrap_or(""),
+        "empty": stored.root_module_files.is_empty(),
+        "inputs": [],
+        "outputs": [],
+        "dependencies": [],
+        "provider_dependencies": [],
+        "resources": [],
+    });
+    detail["submodules"] = json!([]);
+    detail["providers"] = json!([module.provider]);
+    detail["versions"] = module.ok_versions().iter().map(|(_, v)| v.version.clone()).collect();
+    detail
+}
+
+/// `offset` / `limit` paging with the public registry's `meta`.
+struct Paging {
+    offset: usize,
+    limit: usize,
+    params: QueryParams,
+}
+
+impl Paging {
+    fn parse(raw: Option<String>) -> Result<Self> {
+        let params =
+            QueryParams::parse(raw.as_deref().unwrap_or("")).map_err(|e| ProtocolError::BadRequest(e.detail))?;
+        let number = |name: &str, default: usize| -> Result<usize> {
+            match params.non_empty(name) {
+                None => Ok(default),
+                Some(raw) => {
+                    raw.parse().map_err(|_| ProtocolError::BadRequest(format!("{name} must be a whole number")))
+                }
+            }
+        };
+        let offset = number("offset", 0)?;
+        let limit = number("limit", DEFAULT_LIMIT)?.clamp(1, MAX_LIMIT);
+        Ok(Self { offset, limit, params })
+    }
+
+    fn respond(&self, path: &str, modules: Vec<Value>) -> Json<Value> {
+        let total = modules.len();
+        let page: Vec<Value> = modules.into_iter().skip(self.offset).take(self.limit).collect();
+        let next = (self.offset + self.limit < total).then_some(self.offset + self.limit);
+        let mut meta = json!({ "limit": self.limit, "current_offset": self.offset });
+        if self.offset > 0 {
+            meta["prev_offset"] = json!(self.offset.saturating_sub(self.limit));
+        }
+        if let Some(next) = next {
+            let mut query = vec![("limit".to_owned(), self.limit.to_string()), ("offset".to_owned(), next.to_string())];
+            query.extend(self.params.without(&["limit", "offset"]));
+            let query = serde_urlencoded::to_string(&query).expect("pairs of strings encode");
+            meta["next_offset"] = json!(next);
+            meta["next_url"] = json!(format!("{path}?{query}"));
+        }
+        Json(json!({ "meta": meta, "modules": page }))
+    }
+}
+
+/// The latest `ok` version of each module, optionally of one provider and matching a search.
+async fn latest_of(
+    state: &AppState,
+    orgs: &[Organization],
+    provider: Option<&str>,
+    q: Option<&str>,
+) -> Result<Vec<Value>> {
+    let q = q.map(str::to_lowercase);
+    let mut out = Vec::new();
+    for org in orgs {
+        for module in private_modules(state, org).await? {
+            if provider.is_some_and(|p| p != module.provider.as_str()) {
+                continue;
+            }
+            let searched = [
+                module.name.as_str(),
+                org.name.as_str(),
+                module.provider.as_str(),
+                module.description.as_deref().unwrap_or(""),
+            ];
+            if q.as_ref().is_some_and(|q| !searched.iter().any(|field| field.to_lowercase().contains(q))) {
+                continue;
+            }
+            if let Some(latest) = module.latest_ok() {
+                out.push(summary(org, &module, latest));
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn list_all(State(state): State<AppState>, caller: Caller, RawQuery(raw): RawQuery) -> Result<Json<Value>> {
+    let paging = Paging::parse(raw)?;
+    let orgs = visible_organizations(&state, &caller?).await?;
+    let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), None).await?;
+    Ok(paging.respond(PREFIX, modules))
+}
+
+async fn list_namespace(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path(ns): Path<String>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    let paging = Paging::parse(raw)?;
+    let (_, org) = namespace(&state, caller, &ns).await?;
+    let modules = latest_of(&state, &[org], paging.params.non_empty("provider"), None).await?;
+    Ok(paging.respond(&format!("{PREFIX}/{ns}"), modules))
+}
+
+async fn search(State(state): State<AppState>, caller: Caller, RawQuery(raw): RawQuery) -> Result<Json<Value>> {
+    let paging = Paging::parse(raw)?;
+    let q = paging.params.non_empty("q").ok_or_else(|| ProtocolError::BadRequest("q is required".into()))?.to_owned();
+    let orgs = visible_organizations(&state, &caller?).await?;
+    let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), Some(&q)).await?;
+    Ok(paging.respond(&format!("{PREFIX}/search"), modules))
+}
+
+async fn latest_for_each_provider(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((ns, name)): Path<(String, String)>,
+    RawQuery(raw): RawQuery,
+) -> Result<Json<Value>> {
+    let paging = Paging::parse(raw)?;
+    let (_, org) = namespace(&state, caller, &ns).await?;
+    let items = query_all(state.store.as_ref(), keys::module_providers(&org.id, None, &name)).await?;
+    let modules: Vec<Module> = items.iter().map(Item::parse).collect::<std::result::Result<_, _>>()?;
+    let latest: Vec<Value> = modules.iter().filter_map(|m| Some(summary(&org, m, m.latest_ok()?))).collect();
+    if latest.is_empty() {
+        return Err(ProtocolError::NotFound);
+    }
+    Ok(paging.respond(&format!("{PREFIX}/{ns}/{name}"), latest))
+}
+
+/// The module (one provider) behind a protocol path, if the caller may read it.
+async fn module(
+    state: &AppState,
+    caller: Caller,
+    ns: &str,
+    name: &str,
+    provider: &str,
+) -> Result<(Organization, Module)> {
+    let (_, org) = namespace(state, caller, ns).await?;
+    let module = load(state.store.as_ref(), &keys::module(&org.id, None, name, provider)).await?;
+    Ok((org, module))
+}
+
+async fn stored_version(state: &AppState, org: &Organization, module: &Module, version: &str) -> Result<ModuleVersion> {
+    let key = keys::module_version(&org.id, module.name.as_str(), module.provider.as_str(), version);
+    let stored: ModuleVersion = state.store.get(&key).await?.ok_or(ProtocolError::NotFound)?.parse()?;
+    if stored.status != OK {
+        return Err(ProtocolError::NotFound);
+    }
+    Ok(stored)
+}
+
+async fn list_versions(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((ns, name, provider)): Path<(String, String, String)>,
+) -> Result<Json<Value>> {
+    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let versions: Vec<Value> = module.ok_versions().iter().map(|(_, v)| json!({ "version": v.version })).collect();
+    if versions.is_empty() {
+        return Err(ProtocolError::NotFound);
+    }
+    let source = format!("{}/{}/{}", org.name, module.name, module.provider);
+    Ok(Json(json!({ "modules": [{ "source": source, "versions": versions }] })))
+}
+
+async fn latest_for_provider(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((ns, name, provider)): Path<(String, String, String)>,
+) -> Result<Json<Value>> {
+    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let latest = module.latest_ok().ok_or(ProtocolError::NotFound)?;
+    let stored = stored_version(&state, &org, &module, &latest.version).await?;
+    Ok(Json(detail(&org, &module, latest, &stored)))
+}
+
+async fn show_version(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((ns, name, provider, version)): Path<(String, String, String, String)>,
+) -> Result<Json<Value>> {
+    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let status =
+        module.ok_versions().into_iter().find(|(_, v)| v.version == version).ok_or(ProtocolError::NotFound)?.1.clone();
+    let stored = stored_version(&state, &org, &module, &version).await?;
+    Ok(Json(detail(&org, &module, &status, &stored)))
+}
+
+async fn download(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((ns, name, provider, version)): Path<(String, String, String, String)>,
+) -> Result<Response> {
+    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let stored = stored_version(&state, &org, &module, &version).await?;
+    let archive = stored.archive.as_deref().and_then(ObjectId::parse).ok_or(ProtocolError::NotFound)?;
+    let url = state
+        .blobs
+        .download_url(&archive, DOWNLOAD_LINK_VALIDITY)
+        .await
+        .map_err(|e| ProtocolError::Internal(e.to_string()))?;
+    // go-getter strips `archive` before fetching and unpacks what it fetched as tar.gz.
+    let separator = if url.contains('?') { '&' } else { '?' };
+    let get = format!("{url}{separator}archive=tar.gz");
+    // Each revision bump makes concurrent module changes retry rather than overwrite the count.
+    let count = vec![UpdateOp::Add("downloads".into(), 1), UpdateOp::Add("revision".into(), 1)];
+    if let Err(e) = state.store.update(&module.key(), count, Condition::Exists).await {
+        tracing::warn!(module = %module.id, error = %e, "download not counted");
+    }
+    let value = HeaderValue::from_str(&get).map_err(|e| ProtocolError::Internal(e.to_string()))?;
+    let headers =
+        [(HeaderName::from_static("x-terraform-get"), value), (header::CONTENT_LENGTH, HeaderValue::from_static("0"))];
+    Ok((StatusCode::NO_CONTENT, headers).into_response())
+}
+
+async fn download_latest(
+    State(state): State<AppState>,
+    caller: Caller,
+    Path((ns, name, provider)): Path<(String, String, String)>,
+) -> Result<Response> {
+    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let latest = module.latest_ok().ok_or(ProtocolError::NotFound)?;
+    let location = format!("{PREFIX}/{}/{}/{}/{}/download", org.name, module.name, module.provider, latest.version);
+    let location = HeaderValue::from_str(&location).map_err(|e| ProtocolError::Internal(e.to_string()))?;
+    Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())
+}
