@@ -11,27 +11,30 @@ import pytest
 
 
 class Hangar:
-    def __init__(self, url: str, admin_token: str, data_dir: str):
+    def __init__(self, url: str, admin_token: str, data_dir: str, certificate: str | None):
         self.url = url
         self.admin_token = admin_token
         self.data_dir = data_dir
+        self.certificate = certificate
 
 
-def _start(binary: str, data_dir: str) -> tuple[subprocess.Popen, str, str]:
+def _start(binary: str, data_dir: str, *flags: str) -> tuple[subprocess.Popen, str, str, str | None]:
     process = subprocess.Popen(
-        [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+        [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir, *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         env={**os.environ, "RUST_LOG": "warn"},
     )
-    token, url = None, None
+    token, url, certificate = None, None, None
     timer = threading.Timer(30, process.kill)
     timer.start()
     try:
         for line in process.stdout:
             if line.startswith("Site-admin token"):
                 token = line.rsplit(" ", 1)[-1].strip()
+            if "SSL_CERT_FILE=" in line:
+                certificate = line.split("SSL_CERT_FILE=", 1)[1].strip()
             if line.startswith("Hangar is listening on "):
                 url = line.rsplit(" ", 1)[-1].strip()
                 break
@@ -40,18 +43,28 @@ def _start(binary: str, data_dir: str) -> tuple[subprocess.Popen, str, str]:
     if not (token and url):
         process.kill()
         raise RuntimeError("dev-server did not start (no token or address printed)")
-    return process, url, token
+    return process, url, token, certificate
 
 
-@pytest.fixture
-def hangar():
+def _serve(*flags: str):
     binary = os.environ.get("HANGAR_DEV_SERVER")
     if not binary:
         pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
     with tempfile.TemporaryDirectory() as data_dir:
-        process, url, token = _start(binary, data_dir)
+        process, url, token, certificate = _start(binary, data_dir, *flags)
         try:
-            yield Hangar(url, token, data_dir)
+            yield Hangar(url, token, data_dir, certificate)
         finally:
             process.send_signal(signal.SIGTERM)
             process.wait(timeout=15)
+
+
+@pytest.fixture
+def hangar():
+    yield from _serve()
+
+
+@pytest.fixture
+def hangar_tls():
+    """dev-server over https with its self-signed certificate, as the Terraform CLI needs."""
+    yield from _serve("--tls")
