@@ -19,7 +19,7 @@ pub enum ProtocolError {
     #[error("{0}")]
     BadRequest(String),
     /// The upstream public registry failed, timed out, or answered something unusable.
-    #[error("upstream registry: {0}")]
+    #[error("{0}")]
     BadGateway(String),
     #[error("internal error: {0}")]
     Internal(String),
