@@ -176,11 +176,11 @@ pub mod routers {
     }
 
     pub fn agent_pools(state: AppState) -> Router {
-        finish(Router::new(), state)
+        finish(crate::agents::router(), state)
     }
 
     pub fn agent_gateway(state: AppState) -> Router {
-        finish(Router::new(), state)
+        finish(crate::agents::gateway::router(), state)
     }
 
     pub fn credential_broker(state: AppState) -> Router {
@@ -192,7 +192,9 @@ pub mod routers {
         let families = Router::new()
             .merge(crate::accounts::router())
             .merge(crate::registry::router())
-            .merge(crate::registry::protocol::router());
+            .merge(crate::registry::protocol::router())
+            .merge(crate::agents::router())
+            .merge(crate::agents::gateway::router());
         let mut router = finish(families, state.clone());
         if let Some(local) = state.local_blobs.clone() {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));

@@ -38,6 +38,11 @@ pub struct Config {
     pub public_registry_timeout: std::time::Duration,
     /// The largest upstream response the proxy relays.
     pub public_registry_max_bytes: usize,
+    pub max_agent_pools: usize,
+    /// Live agents per organization (the free edition has one).
+    pub max_agents: usize,
+    /// How long an agent may stay silent before it is `unknown`.
+    pub agent_ping_timeout: std::time::Duration,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +80,9 @@ impl Default for Config {
             public_registry_url: "https://registry.terraform.io/v1/modules".into(),
             public_registry_timeout: std::time::Duration::from_secs(10),
             public_registry_max_bytes: 4 * 1024 * 1024,
+            max_agent_pools: 1,
+            max_agents: 1,
+            agent_ping_timeout: std::time::Duration::from_secs(120),
         }
     }
 }
@@ -129,6 +137,12 @@ impl Config {
                 defaults.public_registry_timeout.as_secs(),
             )?),
             public_registry_max_bytes: number("HANGAR_PUBLIC_REGISTRY_MAX_BYTES", defaults.public_registry_max_bytes)?,
+            max_agent_pools: number("HANGAR_MAX_AGENT_POOLS", defaults.max_agent_pools)?,
+            max_agents: number("HANGAR_MAX_AGENTS", defaults.max_agents)?,
+            agent_ping_timeout: std::time::Duration::from_secs(number(
+                "HANGAR_AGENT_PING_TIMEOUT",
+                defaults.agent_ping_timeout.as_secs(),
+            )?),
         })
     }
 }

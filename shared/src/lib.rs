@@ -2,6 +2,7 @@
 //! HTTP routers that both the Lambda functions and dev-server serve.
 
 pub mod accounts;
+pub mod agents;
 pub mod api;
 pub mod app;
 pub mod archive;

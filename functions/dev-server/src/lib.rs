@@ -98,10 +98,12 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
             stopper.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
         });
         let server = axum_server::from_tcp_rustls(listener, tls).map_err(|e| Error::Tls(e.to_string()))?.handle(handle);
-        (tokio::spawn(async move { server.serve(router.into_make_service()).await }), Some(cert))
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        (tokio::spawn(async move { server.serve(service).await }), Some(cert))
     } else {
         let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Listen { addr, source })?;
-        let serve = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let serve = axum::serve(listener, service).with_graceful_shutdown(async move {
             let _ = signal.await;
         });
         (tokio::spawn(async move { serve.await }), None)

@@ -30,6 +30,18 @@ impl AccountsError {
     }
 }
 
+/// A workspace's agent pool that cannot be used is a problem with the workspace request.
+impl From<crate::agents::AgentsError> for AccountsError {
+    fn from(e: crate::agents::AgentsError) -> Self {
+        use crate::agents::AgentsError as E;
+        match e {
+            E::Invalid { pointer, detail } => AccountsError::Invalid { pointer, detail },
+            E::Store(e) => AccountsError::Store(e),
+            other => AccountsError::invalid("/data/relationships/agent-pool", other.to_string()),
+        }
+    }
+}
+
 impl From<AccountsError> for ApiError {
     fn from(e: AccountsError) -> Self {
         match e {

@@ -3,9 +3,9 @@
 
 pub mod cascade;
 mod error;
-mod names;
+pub(crate) mod names;
 pub mod organizations;
-mod render;
+pub(crate) mod render;
 mod routes;
 pub mod teams;
 pub mod workspaces;

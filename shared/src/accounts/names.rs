@@ -20,6 +20,7 @@ pub fn check(pointer: &str, value: &str, max: usize) -> Result<(), AccountsError
 pub const ORGANIZATION_NAME_MAX: usize = 64;
 pub const TEAM_NAME_MAX: usize = 64;
 pub const WORKSPACE_NAME_MAX: usize = 90;
+pub const POOL_NAME_MAX: usize = 90;
 
 pub fn check_email(pointer: &str, email: &str) -> Result<(), AccountsError> {
     let valid = email.split_once('@').is_some_and(|(local, domain)| {

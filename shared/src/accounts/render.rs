@@ -80,6 +80,7 @@ pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {
         }),
     )
     .to_one("organization", "organizations", org_name)
+    .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
 }
 
@@ -91,6 +92,8 @@ pub fn user(principal: &Principal) -> Resource {
             let suffix = grant.team_id.trim_start_matches("team-");
             (format!("user-{suffix}"), format!("api-team_{suffix}"))
         }
+        // Never reached: the management extractor refuses agent tokens.
+        Principal::Agent(grant) => (format!("user-{}", grant.token_id), format!("api-agent_{}", grant.token_id)),
     };
     Resource::new(
         "users",

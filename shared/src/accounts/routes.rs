@@ -10,8 +10,8 @@ use serde::Deserialize;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
-use super::workspaces::{self, NewWorkspace};
-use crate::api::{ApiError, Document, JsonApiBody, Listing};
+use super::workspaces::{self, Execution, NewWorkspace, WorkspaceChanges};
+use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
 use crate::app::AppState;
 use crate::auth::{OrganizationAccess, Permission, Principal};
 use crate::config::Edition;
@@ -33,9 +33,9 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/organizations/{org}/workspaces", get(list_workspaces).post(create_workspace))
         .route(
             "/api/v2/organizations/{org}/workspaces/{name}",
-            get(show_workspace_by_name).delete(delete_workspace_by_name),
+            get(show_workspace_by_name).patch(update_workspace_by_name).delete(delete_workspace_by_name),
         )
-        .route("/api/v2/workspaces/{id}", get(show_workspace).delete(delete_workspace))
+        .route("/api/v2/workspaces/{id}", get(show_workspace).patch(update_workspace).delete(delete_workspace))
 }
 
 /// go-tfe and pytfe call this first and read the API version and rate limit from it.
@@ -215,9 +215,19 @@ async fn delete_team_token(
 #[derive(Deserialize)]
 #[serde(rename_all = "kebab-case")]
 struct WorkspaceAttrs {
-    name: String,
+    name: Option<String>,
     description: Option<String>,
     execution_mode: Option<String>,
+    /// go-tfe sends the pool as this attribute; the API's own form is the `agent-pool`
+    /// relationship. Both are accepted.
+    agent_pool_id: Option<String>,
+}
+
+/// The execution a workspace request asks for, from its attributes and relationships.
+fn execution(incoming: &Incoming<WorkspaceAttrs>) -> Result<Execution> {
+    let relationship = incoming.to_one("agent-pool", "agent-pools")?.map(|pool| pool.map(|p| p.id));
+    let agent_pool = relationship.or_else(|| incoming.attributes.agent_pool_id.clone().map(Some));
+    Ok(Execution { mode: incoming.attributes.execution_mode.clone(), agent_pool })
 }
 
 async fn create_workspace(
@@ -226,10 +236,51 @@ async fn create_workspace(
     Path(org): Path<String>,
     body: JsonApiBody,
 ) -> Result<Document> {
-    let attrs = body.resource::<WorkspaceAttrs>(&["workspaces"])?.attributes;
-    let new = NewWorkspace { name: attrs.name, description: attrs.description, execution_mode: attrs.execution_mode };
+    let incoming = body.resource::<WorkspaceAttrs>(&["workspaces"])?;
+    let name = incoming
+        .attributes
+        .name
+        .clone()
+        .ok_or_else(|| ApiError::invalid("/data/attributes/name", "`name` is required."))?;
+    let new =
+        NewWorkspace { name, description: incoming.attributes.description.clone(), execution: execution(&incoming)? };
     let (workspace, org) = workspaces::create(state.store.as_ref(), &principal, &org, new).await?;
     Ok(Document::one(render::workspace(&workspace, &org.name)).created())
+}
+
+fn changes(body: &JsonApiBody) -> Result<WorkspaceChanges> {
+    let incoming = body.resource::<WorkspaceAttrs>(&["workspaces"])?;
+    Ok(WorkspaceChanges {
+        name: incoming.attributes.name.clone(),
+        description: incoming.attributes.description.clone(),
+        execution: execution(&incoming)?,
+    })
+}
+
+async fn update_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let changes = changes(&body)?;
+    let store = state.store.as_ref();
+    let (current, org) = workspaces::get(store, &principal, &id, Permission::ManageWorkspaces).await?;
+    let workspace = workspaces::update(store, &current, changes).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
+}
+
+async fn update_workspace_by_name(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path((org, name)): Path<(String, String)>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let changes = changes(&body)?;
+    let store = state.store.as_ref();
+    let (current, org) = workspaces::get_by_name(store, &principal, &org, &name, Permission::ManageWorkspaces).await?;
+    let workspace = workspaces::update(store, &current, changes).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
 }
 
 async fn list_workspaces(

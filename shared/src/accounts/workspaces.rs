@@ -1,5 +1,6 @@
-//! Workspaces: the subset other families need (agent pools attach to them). Names are unique
-//! per organization, enforced by the item key itself.
+//! Workspaces: the subset other families need. Names are unique per organization, enforced by
+//! the item key itself; a workspace in `agent` execution mode runs on one agent pool, and the
+//! pool records it in the same transaction.
 
 use serde::{Deserialize, Serialize};
 
@@ -7,10 +8,15 @@ use super::cascade::{satellites, SATELLITES};
 use super::error::{AccountsError, Result};
 use super::names;
 use super::organizations::{self, join, Organization, WORKSPACE_COUNT};
+use crate::agents::pools;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
 use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, Write};
+
+const AGENT: &str = "agent";
+/// Retries of a change that lost a race with another change of the same agent pool.
+const MAX_ATTEMPTS: usize = 10;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workspace {
@@ -19,6 +25,9 @@ pub struct Workspace {
     pub name: String,
     pub description: Option<String>,
     pub execution_mode: String,
+    /// The pool it runs on, in `agent` execution mode.
+    #[serde(default)]
+    pub agent_pool_id: Option<String>,
     pub created_at: String,
 }
 
@@ -26,26 +35,79 @@ impl Workspace {
     pub fn key(&self) -> Key {
         keys::workspace(&self.org_id, &self.name)
     }
+
+    fn to_item(&self) -> Result<Item> {
+        let mut item = Item::from_value(self.key(), self)?;
+        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
+        Ok(item)
+    }
+}
+
+/// How a request sets a workspace's execution: a mode and, for `agent`, a pool.
+#[derive(Debug, Default, Clone)]
+pub struct Execution {
+    pub mode: Option<String>,
+    /// `Some(None)` when the request clears the pool.
+    pub agent_pool: Option<Option<String>>,
+}
+
+/// The mode and pool a workspace ends up with, checked.
+fn resolve(current: (&str, Option<&str>), execution: &Execution) -> Result<(String, Option<String>)> {
+    let pool = match &execution.agent_pool {
+        Some(pool) => pool.clone(),
+        None => current.1.map(str::to_owned),
+    };
+    // Naming a pool without a mode means running on it, as HCP Terraform does.
+    let mode = match (&execution.mode, &execution.agent_pool) {
+        (Some(mode), _) => mode.clone(),
+        (None, Some(Some(_))) => AGENT.to_owned(),
+        (None, _) => current.0.to_owned(),
+    };
+    match (mode.as_str(), pool) {
+        ("remote" | "local", _) => Ok((mode, None)),
+        (AGENT, Some(pool)) => Ok((mode, Some(pool))),
+        (AGENT, None) => Err(AccountsError::invalid(
+            "/data/relationships/agent-pool",
+            "execution mode `agent` needs an agent pool the workspace may use",
+        )),
+        _ => Err(AccountsError::invalid("/data/attributes/execution-mode", "must be `remote`, `local` or `agent`")),
+    }
+}
+
+/// The writes that move a workspace from one pool to another (either may be none).
+async fn pool_writes(store: &dyn ItemStore, workspace: &Workspace, from: Option<&str>) -> Result<Vec<Write>> {
+    let to = workspace.agent_pool_id.as_deref();
+    let mut writes = Vec::new();
+    if from != to {
+        if let Some(old) = from {
+            writes.extend(pools::detach(store, &workspace.org_id, old, &workspace.id).await?);
+        }
+    }
+    if let Some(new) = to {
+        writes.push(pools::attach(store, &workspace.org_id, new, &workspace.id).await?);
+    }
+    Ok(writes)
+}
+
+/// Commits the workspace's own writes with the pool writes, built afresh on each attempt and
+/// retried when a pool changed meanwhile. A failure of an own write is the caller's to read.
+async fn commit(store: &dyn ItemStore, workspace: &Workspace, from: Option<&str>, own: Vec<Write>) -> Result<()> {
+    for _ in 0..MAX_ATTEMPTS {
+        let pool = pool_writes(store, workspace, from).await?;
+        let first_pool_write = own.len();
+        let writes: Vec<Write> = own.iter().cloned().chain(pool).collect();
+        match store.transact(writes).await {
+            Err(e) if e.failed_write().is_some_and(|i| i >= first_pool_write) => continue,
+            other => return other.map_err(AccountsError::from),
+        }
+    }
+    Err(AccountsError::invalid("/data/relationships/agent-pool", "the agent pool is changing; retry"))
 }
 
 pub struct NewWorkspace {
     pub name: String,
     pub description: Option<String>,
-    pub execution_mode: Option<String>,
-}
-
-fn check_execution_mode(mode: Option<String>) -> Result<String> {
-    match mode.as_deref() {
-        None => Ok("remote".into()),
-        Some(m @ ("remote" | "local")) => Ok(m.to_owned()),
-        Some("agent") => Err(AccountsError::invalid(
-            "/data/attributes/execution-mode",
-            "`agent` needs an agent pool, and this organization has none that the workspace may use",
-        )),
-        Some(_) => {
-            Err(AccountsError::invalid("/data/attributes/execution-mode", "must be `remote`, `local` or `agent`"))
-        }
-    }
+    pub execution: Execution,
 }
 
 pub async fn create(
@@ -56,27 +118,65 @@ pub async fn create(
 ) -> Result<(Workspace, Organization)> {
     let org = organizations::authorized(store, principal, org_name, Permission::ManageWorkspaces).await?;
     names::check("/data/attributes/name", &new.name, names::WORKSPACE_NAME_MAX)?;
+    let (execution_mode, agent_pool_id) = resolve(("remote", None), &new.execution)?;
     let workspace = Workspace {
         id: new_id("ws"),
         org_id: org.id.clone(),
         name: new.name,
         description: new.description,
-        execution_mode: check_execution_mode(new.execution_mode)?,
+        execution_mode,
+        agent_pool_id,
         created_at: crate::api::timestamp(chrono::Utc::now()),
     };
-    let mut item = Item::from_value(workspace.key(), &workspace)?;
-    item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&workspace.id)]));
-    let writes = vec![
-        Write::Put { item, condition: Condition::NotExists },
+    let own = vec![
+        Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
         pointer::create(&workspace.id, &workspace.key())?,
         join(&org.id, WORKSPACE_COUNT, 1),
     ];
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) => Err(AccountsError::taken("/data/attributes/name")),
-        Err(e) if e.failed_write() == Some(2) => Err(AccountsError::NotFound),
-        other => other.map_err(AccountsError::from),
-    }?;
+    commit(store, &workspace, None, own).await.map_err(|e| match e {
+        AccountsError::Store(e) if e.failed_write() == Some(0) => AccountsError::taken("/data/attributes/name"),
+        AccountsError::Store(e) if e.failed_write() == Some(2) => AccountsError::NotFound,
+        other => other,
+    })?;
     Ok((workspace, org))
+}
+
+pub struct WorkspaceChanges {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub execution: Execution,
+}
+
+/// Updates a workspace; omitted attributes keep their value. A rename moves its item.
+pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
+    let mut workspace = current.clone();
+    if let Some(name) = changes.name {
+        names::check("/data/attributes/name", &name, names::WORKSPACE_NAME_MAX)?;
+        workspace.name = name;
+    }
+    if changes.description.is_some() {
+        workspace.description = changes.description;
+    }
+    let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
+    (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
+    let renamed = workspace.name != current.name;
+    let own = if !renamed {
+        vec![Write::Put { item: workspace.to_item()?, condition: Condition::Exists }]
+    } else {
+        vec![
+            Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
+            Write::Delete { key: current.key(), condition: Condition::Exists },
+            pointer::retarget(&workspace.id, &workspace.key())?,
+        ]
+    };
+    commit(store, &workspace, current.agent_pool_id.as_deref(), own).await.map_err(|e| match e {
+        AccountsError::Store(e) if e.failed_write() == Some(0) && renamed => {
+            AccountsError::taken("/data/attributes/name")
+        }
+        AccountsError::Store(e) if e.is_condition_failed() => AccountsError::NotFound,
+        other => other,
+    })?;
+    Ok(workspace)
 }
 
 /// A workspace by id, if the principal holds `permission` in its organization.
@@ -86,7 +186,10 @@ pub async fn get(
     id: &str,
     permission: Permission,
 ) -> Result<(Workspace, Organization)> {
-    let workspace: Workspace = pointer::follow(store, id).await?.ok_or(AccountsError::NotFound)?.parse()?;
+    let workspace: Workspace = match pointer::follow(store, id).await? {
+        Some(item) if id.starts_with("ws-") => item.parse()?,
+        _ => return Err(AccountsError::NotFound),
+    };
     organizations::require(principal, &workspace.org_id, permission)?;
     let org = organizations::get_by_id(store, &workspace.org_id).await?;
     Ok((workspace, org))
@@ -116,13 +219,16 @@ pub async fn list(
     Ok((workspaces, org))
 }
 
+/// Deletes a workspace, taking it off its agent pool.
 pub async fn delete(store: &dyn ItemStore, workspace: &Workspace) -> Result<()> {
-    store
-        .transact(vec![
-            Write::Delete { key: workspace.key(), condition: Condition::Exists },
-            pointer::remove(&workspace.id),
-            join(&workspace.org_id, WORKSPACE_COUNT, -1),
-        ])
-        .await?;
-    Ok(())
+    let own = vec![
+        Write::Delete { key: workspace.key(), condition: Condition::Exists },
+        pointer::remove(&workspace.id),
+        join(&workspace.org_id, WORKSPACE_COUNT, -1),
+    ];
+    let leaving = Workspace { agent_pool_id: None, ..workspace.clone() };
+    commit(store, &leaving, workspace.agent_pool_id.as_deref(), own).await.map_err(|e| match e {
+        AccountsError::Store(e) if e.is_condition_failed() => AccountsError::NotFound,
+        other => other,
+    })
 }

@@ -37,6 +37,18 @@ impl Resource {
         self
     }
 
+    /// A to-one relationship that may be empty: `{"data": null}` then.
+    pub fn to_one_or_null(self, name: &str, kind: &str, id: Option<&str>) -> Self {
+        match id {
+            Some(id) => self.to_one(name, kind, id),
+            None => {
+                let mut resource = self;
+                resource.relationships.insert(name.into(), serde_json::json!({ "data": null }));
+                resource
+            }
+        }
+    }
+
     /// A to-many relationship given as resource linkage.
     pub fn to_many<I: Into<String>>(mut self, name: &str, kind: &str, ids: impl IntoIterator<Item = I>) -> Self {
         let data: Vec<Value> = ids.into_iter().map(|id| serde_json::json!({ "id": id.into(), "type": kind })).collect();

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-pub use principal::{OrganizationAccess, Permission, Principal, TeamGrant};
+pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamGrant};
 
 use crate::api::ApiError;
 use crate::app::AppState;
@@ -86,12 +86,32 @@ fn bearer(parts: &Parts) -> Option<&str> {
     (scheme.eq_ignore_ascii_case("bearer") && !secret.is_empty()).then_some(secret)
 }
 
+/// A caller of the management APIs: a site-admin or team token (agent tokens are refused).
 impl FromRequestParts<AppState> for Principal {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
         let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?;
-        resolve(state.store.as_ref(), secret).await?.ok_or_else(ApiError::unauthorized)
+        match resolve(state.store.as_ref(), secret).await? {
+            Some(Principal::Agent(_)) | None => Err(ApiError::unauthorized()),
+            Some(principal) => Ok(principal),
+        }
+    }
+}
+
+/// A caller of the agent gateway: an agent token only.
+#[derive(Debug, Clone)]
+pub struct AgentCaller(pub AgentGrant);
+
+impl FromRequestParts<AppState> for AgentCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?;
+        match resolve(state.store.as_ref(), secret).await? {
+            Some(Principal::Agent(grant)) => Ok(AgentCaller(grant)),
+            _ => Err(ApiError::unauthorized()),
+        }
     }
 }
 

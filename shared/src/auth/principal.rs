@@ -37,11 +37,21 @@ pub struct TeamGrant {
     pub access: OrganizationAccess,
 }
 
+/// What an agent token carries: it lets an agent of one pool register and report, nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentGrant {
+    pub org_id: String,
+    pub pool_id: String,
+    pub token_id: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Principal {
     SiteAdmin,
     Team(TeamGrant),
+    /// Only the agent gateway accepts these; the management API answers them with 401.
+    Agent(AgentGrant),
 }
 
 impl Principal {
@@ -53,6 +63,7 @@ impl Principal {
     pub fn can(&self, org_id: &str, permission: Permission) -> bool {
         match self {
             Principal::SiteAdmin => true,
+            Principal::Agent(_) => false,
             Principal::Team(grant) if grant.org_id != org_id => false,
             Principal::Team(grant) if grant.owners => true,
             Principal::Team(grant) => match permission {
@@ -70,6 +81,7 @@ impl Principal {
         match self {
             Principal::SiteAdmin => None,
             Principal::Team(grant) => Some(&grant.org_id),
+            Principal::Agent(grant) => Some(&grant.org_id),
         }
     }
 }

@@ -9,6 +9,11 @@
 //! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
 //! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
 //! | pending upload | `UPLOAD#<object-id>` | `UPLOAD` | |
+//! | agent pool | `ORG#<org-id>` | `POOL#<pool-id>` | |
+//! | agent pool name | `ORG#<org-id>` | `POOLNAME#<name>` | |
+//! | agent token | `ORG#<org-id>` | `AGENTTOKEN#<pool-id>#<token-id>` | |
+//! | agent | `ORG#<org-id>` | `AGENT#<pool-id>#<agent-id>` | |
+//! | live-agent slot (TTL) | `ORG#<org-id>` | `AGENTSLOT#<n>` | |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
 //!
@@ -117,4 +122,38 @@ pub fn module_versions(org_id: &str, name: &str, provider: &str) -> Query {
 /// The version waiting for the archive uploaded as this object.
 pub fn pending_upload(object_id: &str) -> Key {
     Key::new(format!("UPLOAD#{object_id}"), "UPLOAD")
+}
+
+pub fn agent_pool(org_id: &str, pool_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("POOL#{pool_id}"))
+}
+
+pub fn agent_pools(org_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), "POOL#")
+}
+
+/// Claimed by a pool's name, so names are unique per organization.
+pub fn agent_pool_name(org_id: &str, name: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("POOLNAME#{name}"))
+}
+
+pub fn agent_token(org_id: &str, pool_id: &str, token_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("AGENTTOKEN#{pool_id}#{token_id}"))
+}
+
+pub fn agent_tokens(org_id: &str, pool_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("AGENTTOKEN#{pool_id}#"))
+}
+
+pub fn agent(org_id: &str, pool_id: &str, agent_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("AGENT#{pool_id}#{agent_id}"))
+}
+
+pub fn agents(org_id: &str, pool_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("AGENT#{pool_id}#"))
+}
+
+/// One of the organization's live-agent slots; its TTL lapses when its agent goes silent.
+pub fn agent_slot(org_id: &str, slot: usize) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("AGENTSLOT#{slot}"))
 }

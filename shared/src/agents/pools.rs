@@ -1,0 +1,353 @@
+//! Agent pools: names unique per organization (a name item claimed in the same transaction),
+//! a per-organization limit counted on the organization item, and the workspaces attached to
+//! each pool kept on the pool so one read renders it.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{AgentsError, Result};
+use crate::accounts::cascade::{satellites, SATELLITES};
+use crate::accounts::names;
+use crate::accounts::organizations::{self, Organization, ACTIVE};
+use crate::accounts::workspaces::Workspace;
+use crate::api::{timestamp, PageRequest, Relationship};
+use crate::app::AppState;
+use crate::auth::{Permission, Principal};
+use crate::ids::new_id;
+use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
+
+pub const POOL_COUNT: &str = "agent_pool_count";
+const MAX_ATTEMPTS: usize = 10;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentPool {
+    pub id: String,
+    pub org_id: String,
+    pub name: String,
+    pub organization_scoped: bool,
+    /// Workspaces permitted to use the pool (beyond all of them, when organization-scoped).
+    pub allowed_workspaces: Vec<String>,
+    /// Workspaces that run on the pool.
+    pub workspaces: Vec<String>,
+    pub created_at: String,
+    #[serde(default)]
+    pub revision: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct NameClaim {
+    pool_id: String,
+}
+
+impl AgentPool {
+    pub fn key(&self) -> Key {
+        keys::agent_pool(&self.org_id, &self.id)
+    }
+
+    /// Whether a workspace may run on this pool.
+    pub fn allows(&self, workspace_id: &str) -> bool {
+        self.organization_scoped || self.allowed_workspaces.iter().any(|id| id == workspace_id)
+    }
+
+    pub(super) fn to_item(&self) -> Result<Item> {
+        let mut item = Item::from_value(self.key(), self)?;
+        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
+        Ok(item)
+    }
+
+    /// The pool's write, conditional on nobody having changed it since it was read.
+    pub(super) fn put_if_unchanged(&self, read_revision: u64) -> Result<Write> {
+        let mut next = self.clone();
+        next.revision = read_revision + 1;
+        Ok(Write::Put { item: next.to_item()?, condition: Condition::equals("revision", read_revision) })
+    }
+
+    fn name_claim(&self) -> Result<Write> {
+        let claim = NameClaim { pool_id: self.id.clone() };
+        Ok(Write::Put {
+            item: Item::from_value(keys::agent_pool_name(&self.org_id, &self.name), &claim)?,
+            condition: Condition::NotExists,
+        })
+    }
+}
+
+pub(super) async fn load(store: &dyn ItemStore, key: &Key) -> Result<AgentPool> {
+    Ok(store.get(key).await?.ok_or(AgentsError::NotFound)?.parse()?)
+}
+
+/// The pool with this id, if the principal holds `permission` in its organization.
+pub async fn get(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    permission: Permission,
+) -> Result<(AgentPool, Organization)> {
+    let store = state.store.as_ref();
+    if !id.starts_with("apool-") {
+        return Err(AgentsError::NotFound);
+    }
+    let pool: AgentPool = pointer::follow(store, id).await?.ok_or(AgentsError::NotFound)?.parse()?;
+    organizations::require(principal, &pool.org_id, permission)?;
+    let org = organizations::get_by_id(store, &pool.org_id).await?;
+    Ok((pool, org))
+}
+
+/// Checks every entry of `allowed-workspaces` names a workspace of the organization.
+async fn allowed_workspaces(
+    store: &dyn ItemStore,
+    org: &Organization,
+    entries: &[Relationship],
+) -> Result<Vec<String>> {
+    let mut ids = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        let workspace: Option<Workspace> = match pointer::follow(store, &entry.id).await? {
+            Some(item) if entry.id.starts_with("ws-") => Some(item.parse()?),
+            _ => None,
+        };
+        if workspace.is_none_or(|ws| ws.org_id != org.id) {
+            return Err(AgentsError::invalid(
+                &format!("/data/relationships/allowed-workspaces/data/{i}"),
+                format!("`{}` is not a workspace of organization {}", entry.id, org.name),
+            ));
+        }
+        if !ids.contains(&entry.id) {
+            ids.push(entry.id.clone());
+        }
+    }
+    Ok(ids)
+}
+
+pub struct NewPool {
+    pub name: String,
+    pub organization_scoped: Option<bool>,
+    pub allowed_workspaces: Option<Vec<Relationship>>,
+}
+
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    new: NewPool,
+) -> Result<(AgentPool, Organization)> {
+    let store = state.store.as_ref();
+    let org = organizations::authorized(store, principal, org_name, Permission::ManageAgentPools).await?;
+    names::check("/data/attributes/name", &new.name, names::POOL_NAME_MAX)?;
+    let pool = AgentPool {
+        id: new_id("apool"),
+        org_id: org.id.clone(),
+        name: new.name,
+        organization_scoped: new.organization_scoped.unwrap_or(true),
+        allowed_workspaces: allowed_workspaces(store, &org, new.allowed_workspaces.as_deref().unwrap_or_default())
+            .await?,
+        workspaces: Vec::new(),
+        created_at: timestamp(chrono::Utc::now()),
+        revision: 0,
+    };
+    let max = state.config.max_agent_pools;
+    let count = Write::Update {
+        key: keys::organization(&org.id),
+        ops: vec![UpdateOp::Add(POOL_COUNT.into(), 1)],
+        condition: Condition::equals(ACTIVE, true).and(Condition::Below(POOL_COUNT.into(), max as i64)),
+    };
+    let writes = vec![
+        Write::Put { item: pool.to_item()?, condition: Condition::NotExists },
+        pool.name_claim()?,
+        pointer::create(&pool.id, &pool.key())?,
+        count,
+    ];
+    match store.transact(writes).await {
+        Err(e) if e.failed_write() == Some(1) => {
+            Err(AgentsError::invalid("/data/attributes/name", "has already been taken"))
+        }
+        Err(e) if e.failed_write() == Some(3) => Err(AgentsError::invalid(
+            "/data/attributes/name",
+            format!(
+                "organization {} already has {max} agent pool(s), the most it may have (HANGAR_MAX_AGENT_POOLS)",
+                org.name
+            ),
+        )),
+        other => other.map_err(AgentsError::from),
+    }?;
+    Ok((pool, org))
+}
+
+/// The list's parameters.
+#[derive(Debug, Default)]
+pub struct PoolQuery {
+    pub q: Option<String>,
+    /// `name` or `created-at`, descending when true.
+    pub sort: Option<(String, bool)>,
+    pub allowed_workspace_name: Option<String>,
+}
+
+/// A page of the organization's pools, how many match, and how many there are.
+pub async fn list(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    query: &PoolQuery,
+    page: &PageRequest,
+) -> Result<(Vec<AgentPool>, usize, usize, Organization)> {
+    let store = state.store.as_ref();
+    let org = organizations::visible(store, principal, org_name).await?;
+    let all: Vec<AgentPool> =
+        query_all(store, keys::agent_pools(&org.id)).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let total = all.len();
+    let allowed_workspace = match &query.allowed_workspace_name {
+        Some(name) => {
+            Some(store.get(&keys::workspace(&org.id, name)).await?.map(|item| item.parse::<Workspace>()).transpose()?)
+        }
+        None => None,
+    };
+    let q = query.q.as_deref().map(str::to_lowercase);
+    let mut matching: Vec<AgentPool> = all
+        .into_iter()
+        .filter(|pool| q.as_ref().is_none_or(|q| pool.name.to_lowercase().contains(q)))
+        .filter(|pool| match &allowed_workspace {
+            None => true,
+            Some(None) => pool.organization_scoped,
+            Some(Some(ws)) => pool.allows(&ws.id),
+        })
+        .collect();
+    match &query.sort {
+        Some((field, descending)) => {
+            matching.sort_by(|a, b| {
+                let order = if field == "name" { a.name.cmp(&b.name) } else { a.created_at.cmp(&b.created_at) };
+                if *descending {
+                    order.reverse()
+                } else {
+                    order
+                }
+            });
+        }
+        None => matching.sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id))),
+    }
+    let count = matching.len();
+    Ok((page.slice(matching), count, total, org))
+}
+
+pub struct PoolChanges {
+    pub name: Option<String>,
+    pub organization_scoped: Option<bool>,
+    pub allowed_workspaces: Option<Vec<Relationship>>,
+}
+
+pub async fn update(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+    changes: PoolChanges,
+) -> Result<(AgentPool, Organization)> {
+    let store = state.store.as_ref();
+    let (_, org) = get(state, principal, id, Permission::ManageAgentPools).await?;
+    if let Some(name) = &changes.name {
+        names::check("/data/attributes/name", name, names::POOL_NAME_MAX)?;
+    }
+    let allowed = match &changes.allowed_workspaces {
+        Some(entries) => Some(allowed_workspaces(store, &org, entries).await?),
+        None => None,
+    };
+    for _ in 0..MAX_ATTEMPTS {
+        let current = load(store, &keys::agent_pool(&org.id, id)).await?;
+        let mut pool = current.clone();
+        if let Some(scoped) = changes.organization_scoped {
+            pool.organization_scoped = scoped;
+        }
+        if let Some(allowed) = &allowed {
+            pool.allowed_workspaces = allowed.clone();
+        }
+        if let Some(using) = pool.workspaces.iter().find(|ws| !pool.allows(ws)) {
+            return Err(AgentsError::invalid(
+                "/data/relationships/allowed-workspaces",
+                format!("workspace {using} runs on this pool; it must stay allowed (or be moved off the pool first)"),
+            ));
+        }
+        let mut writes = Vec::new();
+        if let Some(name) = changes.name.as_ref().filter(|name| **name != current.name) {
+            pool.name = name.clone();
+            writes.push(pool.name_claim()?);
+            let old = keys::agent_pool_name(&org.id, &current.name);
+            writes.push(Write::Delete { key: old, condition: Condition::equals("pool_id", pool.id.clone()) });
+        }
+        writes.insert(0, pool.put_if_unchanged(current.revision)?);
+        match store.transact(writes).await {
+            Ok(()) => {
+                pool.revision = current.revision + 1;
+                return Ok((pool, org));
+            }
+            Err(e) if e.failed_write() == Some(0) => continue,
+            Err(e) if e.failed_write() == Some(1) => {
+                return Err(AgentsError::invalid("/data/attributes/name", "has already been taken"))
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(AgentsError::Conflict("The agent pool is being changed by other requests; retry.".into()))
+}
+
+/// Deletes the pool with its tokens and agents, and moves its workspaces off it.
+pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
+    let store = state.store.as_ref();
+    let (pool, org) = get(state, principal, id, Permission::ManageAgentPools).await?;
+    let owned = super::owned_by_pool(state, &org.id, &pool.id).await?;
+    let mut writes = owned;
+    for ws_id in &pool.workspaces {
+        if let Some(item) = pointer::follow(store, ws_id).await? {
+            let ops = vec![UpdateOp::set("execution_mode", "remote"), UpdateOp::Remove("agent_pool_id".into())];
+            writes.push(Write::Update { key: item.key, ops, condition: Condition::Exists });
+        }
+    }
+    let finale = vec![
+        Write::Delete { key: pool.key(), condition: Condition::equals("revision", pool.revision) },
+        Write::Delete { key: keys::agent_pool_name(&org.id, &pool.name), condition: Condition::Always },
+        pointer::remove(&pool.id),
+        Write::Update {
+            key: keys::organization(&org.id),
+            ops: vec![UpdateOp::Add(POOL_COUNT.into(), -1)],
+            condition: Condition::Exists,
+        },
+    ];
+    // Pieces first and the pool last, so an interrupted delete leaves a pool to delete again.
+    let (pieces, last) = if writes.len() + finale.len() <= crate::store::MAX_TRANSACTION_WRITES {
+        (Vec::new(), writes.into_iter().chain(finale).collect::<Vec<_>>())
+    } else {
+        (writes, finale)
+    };
+    for chunk in pieces.chunks(crate::store::MAX_TRANSACTION_WRITES) {
+        store.transact(chunk.to_vec()).await?;
+    }
+    store.transact(last).await.map_err(|e| match e.failed_write() {
+        Some(_) => AgentsError::Conflict("The agent pool changed while it was being deleted; retry.".into()),
+        None => e.into(),
+    })
+}
+
+/// The write that records `workspace_id` as running on the pool, after checking the pool is the
+/// organization's and lets the workspace use it. Conditional on the pool being unchanged.
+pub async fn attach(store: &dyn ItemStore, org_id: &str, pool_id: &str, workspace_id: &str) -> Result<Write> {
+    let pointer = "/data/relationships/agent-pool/data/id";
+    let pool: Option<AgentPool> = match pointer::follow(store, pool_id).await? {
+        Some(item) if pool_id.starts_with("apool-") => Some(item.parse()?),
+        _ => None,
+    };
+    let Some(mut pool) = pool.filter(|pool| pool.org_id == org_id) else {
+        return Err(AgentsError::invalid(pointer, format!("`{pool_id}` is not an agent pool of this organization")));
+    };
+    if !pool.allows(workspace_id) {
+        return Err(AgentsError::invalid(
+            pointer,
+            format!("agent pool {} is not organization-scoped and does not allow this workspace", pool.name),
+        ));
+    }
+    if !pool.workspaces.iter().any(|id| id == workspace_id) {
+        pool.workspaces.push(workspace_id.to_owned());
+    }
+    pool.put_if_unchanged(pool.revision)
+}
+
+/// The write that takes `workspace_id` off the pool, if the pool still exists.
+pub async fn detach(store: &dyn ItemStore, org_id: &str, pool_id: &str, workspace_id: &str) -> Result<Option<Write>> {
+    let Some(item) = store.get(&keys::agent_pool(org_id, pool_id)).await? else { return Ok(None) };
+    let mut pool: AgentPool = item.parse()?;
+    pool.workspaces.retain(|id| id != workspace_id);
+    Ok(Some(pool.put_if_unchanged(pool.revision)?))
+}

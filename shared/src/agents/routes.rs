@@ -1,0 +1,242 @@
+//! The agent pool management routes. Each handler parses, calls one domain function, renders.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::routing::get;
+use axum::Router;
+use serde::Deserialize;
+use serde_json::json;
+
+use super::agents;
+use super::pools::{self, AgentPool, NewPool, PoolChanges, PoolQuery};
+use super::render;
+use super::tokens;
+use crate::accounts::organizations::Organization;
+use crate::accounts::workspaces::Workspace;
+use crate::api::{ApiError, Document, JsonApiBody, Listing, Resource};
+use crate::app::AppState;
+use crate::auth::{Permission, Principal};
+use crate::store::pointer;
+
+type Result<T> = std::result::Result<T, ApiError>;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/v2/organizations/{org}/agent-pools", get(list_pools).post(create_pool))
+        .route("/api/v2/agent-pools/{id}", get(show_pool).patch(update_pool).delete(delete_pool))
+        .route("/api/v2/agent-pools/{id}/agents", get(list_agents))
+        .route("/api/v2/agent-pools/{id}/authentication-tokens", get(list_tokens).post(create_token))
+        .route("/api/v2/agents/{id}", get(show_agent).delete(delete_agent))
+        .route("/api/v2/authentication-tokens/{id}", get(show_token).delete(delete_token))
+}
+
+/// Renders pools with their agent counts, and the workspaces attached to them when asked.
+async fn render_pools(
+    state: &AppState,
+    org: &Organization,
+    pools: &[AgentPool],
+    include: bool,
+) -> Result<(Vec<Resource>, Vec<Resource>)> {
+    let store = state.store.as_ref();
+    let (mut resources, mut included) = (Vec::new(), Vec::new());
+    for pool in pools {
+        let agents = agents::of_pool(store, &pool.org_id, &pool.id).await?;
+        resources.push(render::pool(pool, &org.name, agents.iter().filter(|a| a.counts(state)).count()));
+        if include {
+            for id in &pool.workspaces {
+                if let Some(item) = pointer::follow(store, id).await? {
+                    let workspace: Workspace = item.parse().map_err(ApiError::from)?;
+                    included.push(crate::accounts::render::workspace(&workspace, &org.name));
+                }
+            }
+        }
+    }
+    Ok((resources, included))
+}
+
+fn includes_workspaces(listing_include: Option<&str>) -> Result<bool> {
+    match listing_include {
+        None => Ok(false),
+        Some(include) if include.split(',').all(|part| part.trim() == "workspaces") => Ok(true),
+        Some(_) => Err(ApiError::invalid_parameter("include", "include accepts only `workspaces`")),
+    }
+}
+
+fn pool_query(listing: &Listing) -> Result<PoolQuery> {
+    let sort = match listing.params.non_empty("sort") {
+        None => None,
+        Some(raw) => {
+            let (field, descending) = raw.strip_prefix('-').map_or((raw, false), |field| (field, true));
+            if field != "name" && field != "created-at" {
+                return Err(ApiError::invalid_parameter(
+                    "sort",
+                    "sort must be name or created-at, with a leading - to reverse",
+                ));
+            }
+            Some((field.to_owned(), descending))
+        }
+    };
+    Ok(PoolQuery {
+        q: listing.params.non_empty("q").map(str::to_owned),
+        sort,
+        allowed_workspace_name: listing.params.non_empty("filter[allowed_workspaces][name]").map(str::to_owned),
+    })
+}
+
+async fn list_pools(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let query = pool_query(&listing)?;
+    let include = includes_workspaces(listing.params.non_empty("include"))?;
+    let (page, matching, total, org) = pools::list(&state, &principal, &org, &query, &listing.page).await?;
+    let (resources, included) = render_pools(&state, &org, &page, include).await?;
+    let document = Document::page(resources, &listing.envelope(matching))
+        .meta("status-counts", json!({ "total": total, "matching": matching }));
+    Ok(if include { document.included(included) } else { document })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct PoolAttrs {
+    name: Option<String>,
+    organization_scoped: Option<bool>,
+}
+
+async fn create_pool(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let incoming = body.resource::<PoolAttrs>(&["agent-pools"])?;
+    let new = NewPool {
+        name: incoming.attributes.name.clone().unwrap_or_default(),
+        organization_scoped: incoming.attributes.organization_scoped,
+        allowed_workspaces: incoming.to_many("allowed-workspaces", "workspaces")?,
+    };
+    let (pool, org) = pools::create(&state, &principal, &org, new).await?;
+    let (mut resources, _) = render_pools(&state, &org, &[pool], false).await?;
+    Ok(Document::one(resources.remove(0)).created())
+}
+
+async fn show_pool(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let include = includes_workspaces(listing.params.non_empty("include"))?;
+    let (pool, org) = pools::get(&state, &principal, &id, Permission::Read).await?;
+    let (mut resources, included) = render_pools(&state, &org, &[pool], include).await?;
+    let document = Document::one(resources.remove(0));
+    Ok(if include { document.included(included) } else { document })
+}
+
+async fn update_pool(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let incoming = body.resource::<PoolAttrs>(&["agent-pools"])?;
+    let changes = PoolChanges {
+        name: incoming.attributes.name.clone(),
+        organization_scoped: incoming.attributes.organization_scoped,
+        allowed_workspaces: incoming.to_many("allowed-workspaces", "workspaces")?,
+    };
+    let (pool, org) = pools::update(&state, &principal, &id, changes).await?;
+    let (mut resources, _) = render_pools(&state, &org, &[pool], false).await?;
+    Ok(Document::one(resources.remove(0)))
+}
+
+async fn delete_pool(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    pools::delete(&state, &principal, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_agents(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let since = match listing.params.non_empty("filter[last-ping-since]") {
+        None => None,
+        Some(raw) => Some(
+            chrono::DateTime::parse_from_rfc3339(raw)
+                .map_err(|_| ApiError::invalid_parameter("filter[last-ping-since]", "must be an ISO 8601 date-time"))?
+                .with_timezone(&chrono::Utc),
+        ),
+    };
+    let (page, total) = agents::list(&state, &principal, &id, since, &listing.page).await?;
+    let resources = page.iter().map(|agent| render::agent(agent, &state)).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+async fn show_agent(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
+    let agent = agents::get(&state, &principal, &id, Permission::Read).await?;
+    Ok(Document::one(render::agent(&agent, &state)))
+}
+
+async fn delete_agent(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    agents::delete(&state, &principal, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize, Default)]
+struct TokenAttrs {
+    description: Option<String>,
+}
+
+async fn create_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    // HCP Terraform's clients send `authentication-tokens`; its docs also show `agent-tokens`.
+    let attrs = if body.is_empty() {
+        TokenAttrs::default()
+    } else {
+        body.resource::<TokenAttrs>(&["authentication-tokens", "agent-tokens"])?.attributes
+    };
+    let (token, secret) = tokens::create(&state, &principal, &id, attrs.description).await?;
+    Ok(Document::one(render::token(&token, Some(&secret))).created())
+}
+
+async fn list_tokens(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let all = tokens::list(&state, &principal, &id).await?;
+    let total = all.len();
+    let resources = listing.page.slice(all).iter().map(|token| render::token(token, None)).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+async fn show_token(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
+    let token = tokens::get(&state, &principal, &id, Permission::Read).await?;
+    Ok(Document::one(render::token(&token, None)))
+}
+
+async fn delete_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    tokens::delete(&state, &principal, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}

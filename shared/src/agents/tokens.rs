@@ -1,0 +1,120 @@
+//! Agent tokens: what a pool's agents authenticate with at the gateway. The secret is shown
+//! once; the store keeps its hash, as for every token.
+
+use serde::{Deserialize, Serialize};
+
+use super::error::{AgentsError, Result};
+use super::pools::{self, AgentPool};
+use crate::accounts::cascade::{satellites, SATELLITES};
+use crate::accounts::organizations;
+use crate::api::timestamp;
+use crate::app::AppState;
+use crate::auth::{hash_secret, new_secret, AgentGrant, Permission, Principal, TokenRecord};
+use crate::ids::new_id;
+use crate::store::{keys, pointer, query_all, Condition, Item, Key, UpdateOp, Write};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentToken {
+    pub id: String,
+    pub org_id: String,
+    pub pool_id: String,
+    pub hash: String,
+    pub description: Option<String>,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+}
+
+impl AgentToken {
+    pub fn key(&self) -> Key {
+        keys::agent_token(&self.org_id, &self.pool_id, &self.id)
+    }
+
+    /// The writes that remove the token, its secret's record and its id pointer.
+    pub(super) fn removal(&self) -> Vec<Write> {
+        [self.key(), keys::token(&self.hash), keys::id_pointer(&self.id)]
+            .into_iter()
+            .map(|key| Write::Delete { key, condition: Condition::Always })
+            .collect()
+    }
+}
+
+/// Creates a token for the pool; the secret exists only in the result.
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    pool_id: &str,
+    description: Option<String>,
+) -> Result<(AgentToken, String)> {
+    let (pool, _) = pools::get(state, principal, pool_id, Permission::ManageAgentPools).await?;
+    let secret = new_secret();
+    let token = AgentToken {
+        id: new_id("at"),
+        org_id: pool.org_id.clone(),
+        pool_id: pool.id.clone(),
+        hash: hash_secret(&secret),
+        description,
+        created_at: timestamp(chrono::Utc::now()),
+        last_used_at: None,
+    };
+    let grant = AgentGrant { org_id: pool.org_id.clone(), pool_id: pool.id.clone(), token_id: token.id.clone() };
+    let record = TokenRecord {
+        hash: token.hash.clone(),
+        token_id: token.id.clone(),
+        principal: Principal::Agent(grant),
+        created_at: token.created_at.clone(),
+    };
+    let mut item = Item::from_value(token.key(), &token)?;
+    item.attrs.insert(SATELLITES.into(), satellites(&[keys::token(&token.hash), keys::id_pointer(&token.id)]));
+    store_writes(
+        state,
+        &pool,
+        vec![
+            Write::Put { item, condition: Condition::NotExists },
+            Write::Put { item: record.to_item()?, condition: Condition::NotExists },
+            pointer::create(&token.id, &token.key())?,
+        ],
+    )
+    .await?;
+    Ok((token, secret))
+}
+
+/// Commits writes that add to a pool, only while the pool exists.
+async fn store_writes(state: &AppState, pool: &AgentPool, mut writes: Vec<Write>) -> Result<()> {
+    writes.push(Write::Check { key: pool.key(), condition: Condition::Exists });
+    match state.store.transact(writes).await {
+        Err(e) if e.is_condition_failed() => Err(AgentsError::NotFound),
+        other => Ok(other?),
+    }
+}
+
+pub async fn list(state: &AppState, principal: &Principal, pool_id: &str) -> Result<Vec<AgentToken>> {
+    let (pool, _) = pools::get(state, principal, pool_id, Permission::Read).await?;
+    let items = query_all(state.store.as_ref(), keys::agent_tokens(&pool.org_id, &pool.id)).await?;
+    let mut tokens: Vec<AgentToken> = items.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    tokens.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+    Ok(tokens)
+}
+
+/// A token by id, if the principal holds `permission` in its organization.
+pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: Permission) -> Result<AgentToken> {
+    if !id.starts_with("at-") {
+        return Err(AgentsError::NotFound);
+    }
+    let token: AgentToken = pointer::follow(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?.parse()?;
+    organizations::require(principal, &token.org_id, permission)?;
+    Ok(token)
+}
+
+pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
+    let token = get(state, principal, id, Permission::ManageAgentPools).await?;
+    Ok(state.store.transact(token.removal()).await?)
+}
+
+/// Records that an agent used the token (best effort: the request it came with goes on).
+pub(super) async fn touch(state: &AppState, grant: &AgentGrant) {
+    let key = keys::agent_token(&grant.org_id, &grant.pool_id, &grant.token_id);
+    let now = timestamp(chrono::Utc::now());
+    if let Err(e) = state.store.update(&key, vec![UpdateOp::set("last_used_at", now)], Condition::Exists).await {
+        tracing::warn!(token = %grant.token_id, error = %e, "last-used-at not recorded");
+    }
+}
