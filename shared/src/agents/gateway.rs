@@ -45,11 +45,6 @@ struct Registration {
     name: Option<String>,
 }
 
-#[derive(Deserialize)]
-struct StatusReport {
-    status: String,
-}
-
 fn body<T: for<'de> Deserialize<'de>>(raw: Option<Json<serde_json::Value>>) -> Result<Option<T>, ApiError> {
     raw.map(|Json(value)| {
         serde_json::from_value(value)
@@ -75,7 +70,9 @@ async fn report(
     Path(id): Path<String>,
     raw: Option<Json<serde_json::Value>>,
 ) -> Result<Document, ApiError> {
-    let report: StatusReport = body(raw)?.ok_or_else(|| ApiError::invalid("/status", "status is required"))?;
-    let agent = agents::report(&state, &grant, &id, &report.status).await?;
+    let status = raw.as_ref().and_then(|Json(body)| body.get("status")).and_then(|status| status.as_str());
+    let status =
+        status.ok_or_else(|| ApiError::invalid("/status", "status is required: idle, busy, exited or errored"))?;
+    let agent = agents::report(&state, &grant, &id, status).await?;
     Ok(Document::one(render::agent(&agent, &state)))
 }
