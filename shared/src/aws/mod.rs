@@ -1,0 +1,207 @@
+//! The credential broker's calls to AWS IAM and STS, behind the small [`Cloud`] trait so that
+//! the engine's logic (roles, leases, rotation, rollback) does not depend on the SDK and can be
+//! tested against a fake. [`connect`] builds the one real implementation, on aws-sdk-iam and
+//! aws-sdk-sts.
+
+mod errors;
+mod sdk;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+/// How the broker reaches AWS: the engine's root configuration, already resolved.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CloudSettings {
+    /// Static root access key id; used only together with `secret_key`.
+    pub access_key: Option<String>,
+    /// Static root secret key; used only together with `access_key`.
+    pub secret_key: Option<String>,
+    /// The region of the STS endpoint and of request signing.
+    pub region: String,
+    /// A custom IAM endpoint URL; `None` (or empty) for AWS's own.
+    pub iam_endpoint: Option<String>,
+    /// A custom STS endpoint URL; `None` (or empty) for AWS's own.
+    pub sts_endpoint: Option<String>,
+    /// Retries of recoverable errors: -1 (or any negative) for the SDK's default, else
+    /// `max_retries + 1` attempts in all.
+    pub max_retries: i64,
+}
+
+impl fmt::Debug for CloudSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CloudSettings")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &self.secret_key.as_ref().map(|_| "<redacted>"))
+            .field("region", &self.region)
+            .field("iam_endpoint", &self.iam_endpoint)
+            .field("sts_endpoint", &self.sts_endpoint)
+            .field("max_retries", &self.max_retries)
+            .finish()
+    }
+}
+
+/// An IAM user as IAM describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IamUser {
+    /// The user name.
+    pub name: String,
+    /// IAM's stable unique id (`AIDA…`).
+    pub id: String,
+    /// The user's ARN, path included.
+    pub arn: String,
+}
+
+/// A newly created access key: the only time IAM reveals its secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AccessKey {
+    /// The access key id.
+    pub id: String,
+    /// The secret access key.
+    pub secret: String,
+}
+
+impl fmt::Debug for AccessKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AccessKey").field("id", &self.id).field("secret", &"<redacted>").finish()
+    }
+}
+
+/// An existing access key of a user, as listed (without its secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessKeyInfo {
+    /// The access key id.
+    pub id: String,
+    /// When the key was created, which orders keys for rotation.
+    pub created: Option<DateTime<Utc>>,
+}
+
+/// Temporary credentials from STS.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StsCredentials {
+    /// The temporary access key id.
+    pub access_key: String,
+    /// The temporary secret key.
+    pub secret_key: String,
+    /// The session token that must accompany the keys.
+    pub session_token: String,
+    /// When the credentials stop working.
+    pub expiration: Option<DateTime<Utc>>,
+    /// The assumed-role or federated user ARN; `None` for session tokens.
+    pub arn: Option<String>,
+}
+
+impl fmt::Debug for StsCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StsCredentials")
+            .field("access_key", &self.access_key)
+            .field("secret_key", &"<redacted>")
+            .field("session_token", &"<redacted>")
+            .field("expiration", &self.expiration)
+            .field("arn", &self.arn)
+            .finish()
+    }
+}
+
+/// Why a call to AWS failed, by what the caller can do about it. Each message names the
+/// operation and carries AWS's error code and message, never credentials.
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    /// The entity does not exist (IAM's `NoSuchEntity`).
+    #[error("{0}")]
+    NotFound(String),
+    /// An account quota is reached, e.g. a user already has two access keys.
+    #[error("{0}")]
+    LimitExceeded(String),
+    /// AWS rate-limited the request, beyond the SDK's own retries.
+    #[error("{0}")]
+    Throttled(String),
+    /// The root credentials are invalid, expired or not allowed to do this, or MFA failed.
+    #[error("{0}")]
+    Denied(String),
+    /// AWS rejected the request's content: a malformed policy, a bad name or parameter.
+    #[error("{0}")]
+    Invalid(String),
+    /// Anything else: a conflict, a service failure, a network error.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The IAM and STS operations the credential broker uses.
+#[async_trait]
+pub trait Cloud: Send + Sync + 'static {
+    /// Reads a user; `None`: the caller's own user (GetUser without a name).
+    async fn get_user(&self, name: Option<&str>) -> Result<IamUser, CloudError>;
+
+    /// Creates a user; `path` defaults to `/`, and no boundary is attached without one.
+    async fn create_user(
+        &self,
+        name: &str,
+        path: Option<&str>,
+        permissions_boundary: Option<&str>,
+        tags: &[(String, String)],
+    ) -> Result<IamUser, CloudError>;
+
+    /// Attaches a managed policy to a user.
+    async fn attach_user_policy(&self, user: &str, policy_arn: &str) -> Result<(), CloudError>;
+
+    /// Adds or replaces an inline policy of a user.
+    async fn put_user_policy(&self, user: &str, policy_name: &str, document: &str) -> Result<(), CloudError>;
+
+    /// Adds a user to an existing group.
+    async fn add_user_to_group(&self, user: &str, group: &str) -> Result<(), CloudError>;
+
+    /// Creates an access key for a user; `None`: for the caller's own user.
+    async fn create_access_key(&self, user: Option<&str>) -> Result<AccessKey, CloudError>;
+
+    /// Lists a user's access keys (all pages); `None`: the caller's own.
+    async fn list_access_keys(&self, user: Option<&str>) -> Result<Vec<AccessKeyInfo>, CloudError>;
+
+    /// Deletes an access key of a user; `None`: of the caller's own user.
+    async fn delete_access_key(&self, user: Option<&str>, key_id: &str) -> Result<(), CloudError>;
+
+    /// Deletes a user and everything attached, as Vault's revocation does: access keys, inline
+    /// policies, attached managed policies, group memberships, login profile, then the user.
+    /// A user (or a piece of it) already gone is not an error.
+    async fn delete_user(&self, name: &str) -> Result<(), CloudError>;
+
+    /// Assumes a role; `policy` and `policy_arns` narrow what the session may do.
+    async fn assume_role(
+        &self,
+        role_arn: &str,
+        session_name: &str,
+        policy: Option<&str>,
+        policy_arns: &[String],
+        duration_secs: i32,
+    ) -> Result<StsCredentials, CloudError>;
+
+    /// Gets credentials of a federated user `name`, limited by `policy` and `policy_arns`.
+    async fn get_federation_token(
+        &self,
+        name: &str,
+        policy: Option<&str>,
+        policy_arns: &[String],
+        duration_secs: i32,
+    ) -> Result<StsCredentials, CloudError>;
+
+    /// Gets a session token for the caller's own user, with MFA when `mfa_serial` is given.
+    async fn get_session_token(
+        &self,
+        duration_secs: i32,
+        mfa_serial: Option<&str>,
+        mfa_code: Option<&str>,
+    ) -> Result<StsCredentials, CloudError>;
+}
+
+/// A [`Cloud`] shared between requests.
+pub type SharedCloud = Arc<dyn Cloud>;
+
+/// Builds the real implementation: static keys when given (the highest-precedence source),
+/// else the default AWS credential chain (env vars, shared files, then the container/instance
+/// role — on Lambda the function's role). Honours region, the two endpoints and max_retries.
+/// The clients are built once here and reused by every call.
+pub async fn connect(settings: &CloudSettings) -> SharedCloud {
+    Arc::new(sdk::SdkCloud::connect(settings).await)
+}
