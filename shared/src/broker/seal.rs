@@ -1,0 +1,397 @@
+//! Encryption at rest for the credential broker's stored secrets (the cloud secret keys it hands
+//! out), so that the store's contents alone (a table export, a backup, a copied database) do not
+//! give them away. In AWS the key never leaves KMS; dev-server has no KMS, so it keeps an
+//! AES-256-GCM key in a file of its own beside its data. Both bind every sealed value to the
+//! purpose `hangar-broker-secret` (GCM associated data, KMS encryption context), so ciphertext
+//! made with the same key for something else does not unseal as a broker secret.
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use aes_gcm::aead::{Aead, KeyInit, Payload};
+use aes_gcm::{Aes256Gcm, Nonce};
+use aws_sdk_kms::error::DisplayErrorContext;
+use aws_sdk_kms::primitives::Blob;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use rand::rngs::OsRng;
+use rand::RngCore;
+
+/// What a sealed value is for: AES-GCM associated data, and the value of the KMS encryption
+/// context's `purpose` entry.
+const PURPOSE: &str = "hangar-broker-secret";
+
+const KMS_CONTEXT_KEY: &str = "purpose";
+
+/// The first byte of a [`LocalSealer`] value, so that a later format can tell its values apart.
+const LOCAL_FORMAT_V1: u8 = 1;
+
+const KEY_LEN: usize = 32;
+const NONCE_LEN: usize = 12;
+const TAG_LEN: usize = 16;
+
+/// How long [`LocalSealer::open`] waits for a key file that another process has just created to
+/// hold its whole key.
+const KEY_FILE_WAIT: Duration = Duration::from_secs(1);
+const KEY_FILE_POLL: Duration = Duration::from_millis(20);
+
+/// Why a secret could not be sealed or unsealed.
+#[derive(Debug, thiserror::Error)]
+pub enum SealError {
+    /// The sealed value is not one this sealer produced: not base64, truncated, altered, sealed
+    /// under another key or for another purpose.
+    #[error("sealed secret is malformed or was not sealed with this key")]
+    Corrupt,
+    /// The local key file could not be created or read, or does not hold a 32-byte key.
+    #[error("key file {path}: {reason}")]
+    KeyFile { path: String, reason: String },
+    /// KMS refused or failed the request (other than for a value it cannot decrypt).
+    #[error("KMS: {0}")]
+    Kms(String),
+}
+
+/// Encrypts the broker's secrets for storage and decrypts them again.
+#[async_trait::async_trait]
+pub trait Sealer: Send + Sync + 'static {
+    /// Encrypts a secret for storage; the result is printable (base64) and carries what unsealing
+    /// needs (nonce / KMS blob).
+    async fn seal(&self, plaintext: &str) -> Result<String, SealError>;
+
+    /// Decrypts a value [`Sealer::seal`] produced with the same key; anything else is
+    /// [`SealError::Corrupt`].
+    async fn unseal(&self, sealed: &str) -> Result<String, SealError>;
+}
+
+/// A sealer shared by the handlers of a process.
+pub type SharedSealer = Arc<dyn Sealer>;
+
+/// AES-256-GCM with a 32-byte key kept in a file readable only by its owner (mode 0600), created
+/// on first use (create_new, so several processes sharing the directory agree on one key: if
+/// creation races, read the winner's file). Random 96-bit nonce per seal; output =
+/// base64(version byte || nonce || ciphertext+tag). A tampered or foreign sealed value →
+/// [`SealError::Corrupt`].
+#[derive(Clone)]
+pub struct LocalSealer {
+    cipher: Aes256Gcm,
+    key_file: PathBuf,
+}
+
+impl fmt::Debug for LocalSealer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalSealer").field("key_file", &self.key_file).finish_non_exhaustive()
+    }
+}
+
+impl LocalSealer {
+    /// Opens the key in `key_file`, creating the file with a fresh random key if it does not
+    /// exist. Its directory must exist. Blocks (up to about a second) when another process has
+    /// just created the file and not yet written its key.
+    pub fn open(key_file: &Path) -> Result<Self, SealError> {
+        let key = match create_key_file(key_file) {
+            Ok(key) => key,
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => read_key_file(key_file)?,
+            Err(err) => return Err(key_file_error(key_file, format!("cannot create: {err}"))),
+        };
+        let cipher = Aes256Gcm::new_from_slice(&key).map_err(|_| key_file_error(key_file, "bad key length"))?;
+        Ok(Self { cipher, key_file: key_file.to_path_buf() })
+    }
+}
+
+/// Creates `path` (failing with `AlreadyExists` if it is there) and writes a new random key to it.
+fn create_key_file(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    let mut key = [0u8; KEY_LEN];
+    OsRng.fill_bytes(&mut key);
+    if let Err(err) = write_key(&mut file, &key) {
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        return Err(err);
+    }
+    Ok(key)
+}
+
+fn write_key(file: &mut File, key: &[u8]) -> std::io::Result<()> {
+    file.write_all(key)?;
+    file.sync_all()
+}
+
+/// Reads an existing key file, waiting briefly while it is shorter than a key, as it is between
+/// another process creating it and writing the key.
+fn read_key_file(path: &Path) -> Result<[u8; KEY_LEN], SealError> {
+    let mut waited = Duration::ZERO;
+    loop {
+        let bytes = std::fs::read(path).map_err(|err| key_file_error(path, format!("cannot read: {err}")))?;
+        if let Ok(key) = <[u8; KEY_LEN]>::try_from(bytes.as_slice()) {
+            return Ok(key);
+        }
+        if bytes.len() > KEY_LEN || waited >= KEY_FILE_WAIT {
+            return Err(key_file_error(path, format!("holds {} bytes, expected a {KEY_LEN}-byte key", bytes.len())));
+        }
+        std::thread::sleep(KEY_FILE_POLL);
+        waited += KEY_FILE_POLL;
+    }
+}
+
+fn key_file_error(path: &Path, reason: impl Into<String>) -> SealError {
+    SealError::KeyFile { path: path.display().to_string(), reason: reason.into() }
+}
+
+#[async_trait::async_trait]
+impl Sealer for LocalSealer {
+    async fn seal(&self, plaintext: &str) -> Result<String, SealError> {
+        let mut nonce = [0u8; NONCE_LEN];
+        OsRng.fill_bytes(&mut nonce);
+        let payload = Payload { msg: plaintext.as_bytes(), aad: PURPOSE.as_bytes() };
+        let ciphertext = self
+            .cipher
+            .encrypt(Nonce::from_slice(&nonce), payload)
+            .expect("AES-GCM encrypts any plaintext under 64 GiB");
+        let mut out = Vec::with_capacity(1 + NONCE_LEN + ciphertext.len());
+        out.push(LOCAL_FORMAT_V1);
+        out.extend_from_slice(&nonce);
+        out.extend_from_slice(&ciphertext);
+        Ok(BASE64.encode(out))
+    }
+
+    async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
+        let raw = BASE64.decode(sealed).map_err(|_| SealError::Corrupt)?;
+        let Some((&LOCAL_FORMAT_V1, rest)) = raw.split_first() else {
+            return Err(SealError::Corrupt);
+        };
+        if rest.len() < NONCE_LEN + TAG_LEN {
+            return Err(SealError::Corrupt);
+        }
+        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
+        let payload = Payload { msg: ciphertext, aad: PURPOSE.as_bytes() };
+        let plaintext = self.cipher.decrypt(Nonce::from_slice(nonce), payload).map_err(|_| SealError::Corrupt)?;
+        String::from_utf8(plaintext).map_err(|_| SealError::Corrupt)
+    }
+}
+
+/// KMS Encrypt/Decrypt with the key given by id, ARN or alias; output base64 of the ciphertext
+/// blob. Decrypt names the key too, so a blob made under another key is refused. KMS does not
+/// encrypt an empty plaintext or one over 4096 bytes; sealing one is a [`SealError::Kms`].
+#[derive(Debug, Clone)]
+pub struct KmsSealer {
+    client: aws_sdk_kms::Client,
+    key_id: String,
+}
+
+impl KmsSealer {
+    /// A sealer using the KMS key `key_id` (key id, key ARN, alias name or alias ARN).
+    pub fn new(client: aws_sdk_kms::Client, key_id: impl Into<String>) -> Self {
+        Self { client, key_id: key_id.into() }
+    }
+}
+
+#[async_trait::async_trait]
+impl Sealer for KmsSealer {
+    async fn seal(&self, plaintext: &str) -> Result<String, SealError> {
+        let output = self
+            .client
+            .encrypt()
+            .key_id(&self.key_id)
+            .plaintext(Blob::new(plaintext.as_bytes()))
+            .encryption_context(KMS_CONTEXT_KEY, PURPOSE)
+            .send()
+            .await
+            .map_err(|err| SealError::Kms(DisplayErrorContext(&err).to_string()))?;
+        let blob = output.ciphertext_blob().ok_or_else(|| SealError::Kms("Encrypt returned no ciphertext".into()))?;
+        Ok(BASE64.encode(blob.as_ref()))
+    }
+
+    async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
+        let blob = BASE64.decode(sealed).map_err(|_| SealError::Corrupt)?;
+        if blob.is_empty() {
+            return Err(SealError::Corrupt);
+        }
+        let output = self
+            .client
+            .decrypt()
+            .key_id(&self.key_id)
+            .ciphertext_blob(Blob::new(blob))
+            .encryption_context(KMS_CONTEXT_KEY, PURPOSE)
+            .send()
+            .await
+            .map_err(|err| {
+                let foreign = err
+                    .as_service_error()
+                    .is_some_and(|e| e.is_invalid_ciphertext_exception() || e.is_incorrect_key_exception());
+                if foreign {
+                    SealError::Corrupt
+                } else {
+                    SealError::Kms(DisplayErrorContext(&err).to_string())
+                }
+            })?;
+        let plaintext = output.plaintext().ok_or_else(|| SealError::Kms("Decrypt returned no plaintext".into()))?;
+        String::from_utf8(plaintext.as_ref().to_vec()).map_err(|_| SealError::Corrupt)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_path(dir: &tempfile::TempDir) -> PathBuf {
+        dir.path().join("broker.key")
+    }
+
+    #[tokio::test]
+    async fn round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        for secret in ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "", "naïve ✓ secret"] {
+            let sealed = sealer.seal(secret).await.unwrap();
+            assert_eq!(sealer.unseal(&sealed).await.unwrap(), secret);
+        }
+    }
+
+    #[tokio::test]
+    async fn output_is_versioned_base64_with_nonce_and_tag() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let sealed = sealer.seal("abc").await.unwrap();
+        let raw = BASE64.decode(&sealed).unwrap();
+        assert_eq!(raw[0], LOCAL_FORMAT_V1);
+        assert_eq!(raw.len(), 1 + NONCE_LEN + 3 + TAG_LEN);
+    }
+
+    #[tokio::test]
+    async fn two_seals_of_one_value_differ() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let first = sealer.seal("same secret").await.unwrap();
+        let second = sealer.seal("same secret").await.unwrap();
+        assert_ne!(first, second);
+        assert_ne!(BASE64.decode(&first).unwrap()[1..1 + NONCE_LEN], BASE64.decode(&second).unwrap()[1..1 + NONCE_LEN]);
+    }
+
+    #[tokio::test]
+    async fn any_altered_byte_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let raw = BASE64.decode(sealer.seal("secret").await.unwrap()).unwrap();
+        for i in 0..raw.len() {
+            let mut tampered = raw.clone();
+            tampered[i] ^= 0x01;
+            let result = sealer.unseal(&BASE64.encode(&tampered)).await;
+            assert!(matches!(result, Err(SealError::Corrupt)), "byte {i}: {result:?}");
+        }
+        let truncated = BASE64.encode(&raw[..raw.len() - 1]);
+        assert!(matches!(sealer.unseal(&truncated).await, Err(SealError::Corrupt)));
+    }
+
+    #[tokio::test]
+    async fn value_sealed_under_another_key_file_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let ours = LocalSealer::open(&dir.path().join("ours.key")).unwrap();
+        let theirs = LocalSealer::open(&dir.path().join("theirs.key")).unwrap();
+        let sealed = theirs.seal("secret").await.unwrap();
+        assert!(matches!(ours.unseal(&sealed).await, Err(SealError::Corrupt)));
+    }
+
+    #[tokio::test]
+    async fn value_sealed_for_another_purpose_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_path(&dir);
+        let sealer = LocalSealer::open(&path).unwrap();
+        let key = std::fs::read(&path).unwrap();
+        let cipher = Aes256Gcm::new_from_slice(&key).unwrap();
+        let nonce = [7u8; NONCE_LEN];
+        let payload = Payload { msg: b"secret".as_slice(), aad: b"something-else".as_slice() };
+        let mut raw = vec![LOCAL_FORMAT_V1];
+        raw.extend_from_slice(&nonce);
+        raw.extend_from_slice(&cipher.encrypt(Nonce::from_slice(&nonce), payload).unwrap());
+        assert!(matches!(sealer.unseal(&BASE64.encode(raw)).await, Err(SealError::Corrupt)));
+    }
+
+    #[tokio::test]
+    async fn key_file_is_created_owner_only_and_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_path(&dir);
+        let first = LocalSealer::open(&path).unwrap();
+        let key = std::fs::read(&path).unwrap();
+        assert_eq!(key.len(), KEY_LEN);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        }
+        let sealed = first.seal("secret").await.unwrap();
+
+        let second = LocalSealer::open(&path).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), key);
+        assert_eq!(second.unseal(&sealed).await.unwrap(), "secret");
+    }
+
+    #[tokio::test]
+    async fn racing_opens_agree_on_one_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_path(&dir);
+        let sealers: Vec<LocalSealer> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8).map(|_| scope.spawn(|| LocalSealer::open(&path).unwrap())).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let sealed = sealers[0].seal("secret").await.unwrap();
+        for sealer in &sealers {
+            assert_eq!(sealer.unseal(&sealed).await.unwrap(), "secret");
+        }
+    }
+
+    #[tokio::test]
+    async fn garbage_is_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let mut wrong_version = BASE64.decode(sealer.seal("secret").await.unwrap()).unwrap();
+        wrong_version[0] = 2;
+        let garbage = [
+            String::new(),
+            "not base64 at all!".to_owned(),
+            "secret".to_owned(),
+            BASE64.encode([LOCAL_FORMAT_V1]),
+            BASE64.encode([LOCAL_FORMAT_V1; 1 + NONCE_LEN + TAG_LEN - 1]),
+            BASE64.encode([0u8; 64]),
+            BASE64.encode(wrong_version),
+        ];
+        for input in garbage {
+            let result = sealer.unseal(&input).await;
+            assert!(matches!(result, Err(SealError::Corrupt)), "{input:?}: {result:?}");
+        }
+    }
+
+    #[test]
+    fn key_file_of_the_wrong_size_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_path(&dir);
+        std::fs::write(&path, [0u8; KEY_LEN + 1]).unwrap();
+        let err = LocalSealer::open(&path).unwrap_err();
+        assert!(matches!(&err, SealError::KeyFile { reason, .. } if reason.contains("33 bytes")), "{err}");
+    }
+
+    #[test]
+    fn missing_directory_is_a_key_file_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("absent").join("broker.key");
+        let err = LocalSealer::open(&path).unwrap_err();
+        assert!(matches!(&err, SealError::KeyFile { path: p, .. } if p.ends_with("broker.key")), "{err}");
+    }
+
+    #[test]
+    fn debug_does_not_show_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let shown = format!("{sealer:?}");
+        assert!(shown.starts_with("LocalSealer { key_file: ") && shown.ends_with(", .. }"), "{shown}");
+    }
+}
