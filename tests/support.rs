@@ -41,6 +41,7 @@ pub fn options(data_dir: &std::path::Path) -> Options {
         store: Store::Sqlite,
         init: false,
         tls: false,
+        rotation_interval: 3600,
     }
 }
 

@@ -25,6 +25,8 @@ pub struct AppState {
     pub local_blobs: Option<LocalBlobs>,
     /// For calls out (the public registry proxy); built once, cloned cheaply.
     pub http: reqwest::Client,
+    /// Seals the broker's stored secrets: KMS in AWS, a key file locally.
+    pub sealer: crate::broker::seal::SharedSealer,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +39,8 @@ pub enum BootError {
     Blobs(#[from] crate::blobs::BlobError),
     #[error("HTTP client: {0}")]
     Http(String),
+    #[error("broker: {0}")]
+    Seal(String),
     #[error("data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
 }
@@ -78,9 +82,28 @@ impl AppState {
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| BootError::Http(e.to_string()))?;
-        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http };
+        let sealer: crate::broker::seal::SharedSealer = match &config.kms_key_id {
+            Some(key_id) => {
+                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                Arc::new(crate::broker::seal::KmsSealer::new(aws_sdk_kms::Client::new(&sdk), key_id.clone()))
+            }
+            None => {
+                let dir = &config.data_dir;
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| BootError::DataDir { path: dir.display().to_string(), source })?;
+                let local = crate::broker::seal::LocalSealer::open(&dir.join("broker-seal.key"))
+                    .map_err(|e| BootError::Seal(e.to_string()))?;
+                Arc::new(local)
+            }
+        };
+        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer };
         if let Some(secret) = &state.config.admin_token {
             crate::auth::install_admin_token(state.store.as_ref(), secret).await?;
+        }
+        if let Some(secret) = &state.config.root_service_token {
+            crate::broker::tokens::install_root(state.store.as_ref(), secret)
+                .await
+                .map_err(|e| BootError::Seal(e.to_string()))?;
         }
         Ok(state)
     }
@@ -184,7 +207,7 @@ pub mod routers {
     }
 
     pub fn credential_broker(state: AppState) -> Router {
-        finish(Router::new(), state)
+        finish(crate::broker::router(), state)
     }
 
     /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
@@ -194,7 +217,8 @@ pub mod routers {
             .merge(crate::registry::router())
             .merge(crate::registry::protocol::router())
             .merge(crate::agents::router())
-            .merge(crate::agents::gateway::router());
+            .merge(crate::agents::gateway::router())
+            .merge(crate::broker::router());
         let mut router = finish(families, state.clone());
         if let Some(local) = state.local_blobs.clone() {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));

@@ -43,6 +43,10 @@ pub struct Config {
     pub max_agents: usize,
     /// How long an agent may stay silent before it is `unknown`.
     pub agent_ping_timeout: std::time::Duration,
+    /// The broker's root token (stored hashed); dev-server generates one when unset.
+    pub root_service_token: Option<String>,
+    /// The KMS key sealing the broker's secrets; unset, a key file in the data directory does.
+    pub kms_key_id: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +87,8 @@ impl Default for Config {
             max_agent_pools: 1,
             max_agents: 1,
             agent_ping_timeout: std::time::Duration::from_secs(120),
+            root_service_token: None,
+            kms_key_id: None,
         }
     }
 }
@@ -143,6 +149,8 @@ impl Config {
                 "HANGAR_AGENT_PING_TIMEOUT",
                 defaults.agent_ping_timeout.as_secs(),
             )?),
+            root_service_token: var("HANGAR_ROOT_SERVICE_TOKEN"),
+            kms_key_id: var("HANGAR_KMS_KEY_ID"),
         })
     }
 }

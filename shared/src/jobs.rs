@@ -42,10 +42,10 @@ pub struct RotationSummary {
     pub revoked: usize,
 }
 
-/// Rotates the static-role keys that are due and revokes expired dynamic users.
-pub async fn rotate(_state: &AppState, _event: EventBridgeEvent) -> Result<RotationSummary, crate::lambda::Error> {
-    // The broker family (static roles, leases) is not built yet: nothing is ever due.
-    let summary = RotationSummary::default();
+/// Rotates the static-role keys that are due and revokes expired leases.
+pub async fn rotate(state: &AppState, _event: EventBridgeEvent) -> Result<RotationSummary, crate::lambda::Error> {
+    let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
+    let summary = RotationSummary { rotated, revoked };
     tracing::info!(rotated = summary.rotated, revoked = summary.revoked, "rotation");
     Ok(summary)
 }

@@ -37,6 +37,9 @@ pub struct Options {
     /// Serve https with a self-signed certificate generated into the data directory.
     #[arg(long, env = "HANGAR_TLS")]
     pub tls: bool,
+    /// Seconds between runs of the key-rotation job (EventBridge runs it every minute in AWS).
+    #[arg(long, env = "HANGAR_ROTATION_INTERVAL", default_value_t = 60)]
+    pub rotation_interval: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -55,15 +58,19 @@ pub struct Running {
     pub url: String,
     /// The site-admin token generated at this start, if one was (it is never shown again).
     pub generated_admin_token: Option<String>,
+    /// The broker's root service token generated at this start, if one was.
+    pub generated_root_token: Option<String>,
     /// The certificate clients must trust, with `--tls`.
     pub certificate: Option<PathBuf>,
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
+    rotation: JoinHandle<()>,
 }
 
 impl Running {
     /// Stops accepting connections, lets requests in flight finish, and waits.
     pub async fn stop(self) -> std::io::Result<()> {
+        self.rotation.abort();
         let _ = self.shutdown.send(());
         self.task.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
@@ -85,6 +92,8 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     config.public_url.get_or_insert_with(|| url.clone());
     let state = AppState::build(config, options.init).await?;
     let generated_admin_token = bootstrap_admin_token(&state).await?;
+    let generated_root_token = bootstrap_root_token(&state).await?;
+    let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
     let router = routers::all(state);
 
     let (shutdown, signal) = oneshot::channel::<()>();
@@ -108,7 +117,7 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
         });
         (tokio::spawn(async move { serve.await }), None)
     };
-    Ok(Running { url, generated_admin_token, certificate, shutdown, task })
+    Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation })
 }
 
 /// Without `HANGAR_ADMIN_TOKEN`, the first start generates a site-admin token; only its hash
@@ -122,6 +131,32 @@ async fn bootstrap_admin_token(state: &AppState) -> Result<Option<String>, BootE
     hangar::auth::install_admin_token(store, &secret).await?;
     hangar::auth::mark_admin_token_generated(store).await?;
     Ok(Some(secret))
+}
+
+/// Without `HANGAR_ROOT_SERVICE_TOKEN`, the first start generates the broker's root token.
+async fn bootstrap_root_token(state: &AppState) -> Result<Option<String>, BootError> {
+    use hangar::broker::tokens;
+    let store = state.store.as_ref();
+    let seal = |e: hangar::broker::BrokerError| BootError::Seal(e.to_string());
+    if state.config.root_service_token.is_some() || tokens::root_generated(store).await.map_err(seal)? {
+        return Ok(None);
+    }
+    let secret = format!("hvs.{}", hangar::ids::random_token(24));
+    tokens::install_root(store, &secret).await.map_err(seal)?;
+    tokens::mark_root_generated(store).await.map_err(seal)?;
+    Ok(Some(secret))
+}
+
+/// The key-rotation job on a timer: what EventBridge does for the Lambda function.
+async fn run_rotation(state: AppState, every_seconds: u64) {
+    let mut ticker = tokio::time::interval(std::time::Duration::from_secs(every_seconds.max(1)));
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        if let Err(e) = hangar::broker::scheduled_run(&state).await {
+            tracing::warn!(error = %e, "key-rotation run failed; retried next run");
+        }
+    }
 }
 
 /// The self-signed certificate in `<data-dir>/tls/`, generated on first use for localhost,

@@ -13,6 +13,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(token) = &running.generated_admin_token {
         println!("Site-admin token (shown once, only its hash is stored): {token}");
     }
+    if let Some(token) = &running.generated_root_token {
+        println!("Root service token for /v1 (shown once, only its hash is stored): {token}");
+    }
     if let Some(cert) = &running.certificate {
         println!("Serving https with a self-signed certificate; trust it with SSL_CERT_FILE={}", cert.display());
     }

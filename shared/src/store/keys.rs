@@ -14,6 +14,9 @@
 //! | agent token | `ORG#<org-id>` | `AGENTTOKEN#<pool-id>#<token-id>` | |
 //! | agent | `ORG#<org-id>` | `AGENT#<pool-id>#<agent-id>` | |
 //! | live-agent slot (TTL) | `ORG#<org-id>` | `AGENTSLOT#<n>` | |
+//! | broker service token (TTL) | `VTOKEN#<sha256-hex>` | `VTOKEN` | |
+//! | broker ACL policy, mount | `BROKER` | `POLICY#<name>`, `MOUNT#<path>` | |
+//! | a mount's configuration, roles | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>` | |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
 //!
@@ -156,4 +159,67 @@ pub fn agents(org_id: &str, pool_id: &str) -> Query {
 /// One of the organization's live-agent slots; its TTL lapses when its agent goes silent.
 pub fn agent_slot(org_id: &str, slot: usize) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("AGENTSLOT#{slot}"))
+}
+
+pub fn service_token(hash_hex: &str) -> Key {
+    Key::new(format!("VTOKEN#{hash_hex}"), "VTOKEN")
+}
+
+pub fn broker_policy(name: &str) -> Key {
+    Key::new("BROKER", format!("POLICY#{name}"))
+}
+
+pub fn broker_policies() -> Query {
+    Query::partition("BROKER", "POLICY#")
+}
+
+pub fn broker_mount(path: &str) -> Key {
+    Key::new("BROKER", format!("MOUNT#{path}"))
+}
+
+pub fn broker_mounts() -> Query {
+    Query::partition("BROKER", "MOUNT#")
+}
+
+/// Present once the default `aws` mount has been made, so unmounting it is not undone.
+pub fn broker_mounts_initialized() -> Key {
+    Key::new("BROKER", "MOUNTS_INITIALIZED")
+}
+
+/// Everything a mount holds (configuration, roles, leases), so unmounting is one partition.
+pub fn mount_partition(mount_uuid: &str) -> Query {
+    Query::partition(format!("BMOUNT#{mount_uuid}"), "")
+}
+
+pub fn mount_config(mount_uuid: &str, name: &str) -> Key {
+    Key::new(format!("BMOUNT#{mount_uuid}"), format!("CONFIG#{name}"))
+}
+
+pub fn mount_role(mount_uuid: &str, name: &str) -> Key {
+    Key::new(format!("BMOUNT#{mount_uuid}"), format!("ROLE#{name}"))
+}
+
+pub fn mount_roles(mount_uuid: &str) -> Query {
+    Query::partition(format!("BMOUNT#{mount_uuid}"), "ROLE#")
+}
+
+/// Present once dev-server has generated and printed a root service token.
+pub fn broker_root_generated() -> Key {
+    Key::new("SITE", "ROOT_SERVICE_TOKEN_GENERATED")
+}
+
+pub fn mount_lease(mount_uuid: &str, lease_id: &str) -> Key {
+    Key::new(format!("BMOUNT#{mount_uuid}"), format!("LEASE#{lease_id}"))
+}
+
+pub fn mount_leases(mount_uuid: &str) -> Query {
+    Query::partition(format!("BMOUNT#{mount_uuid}"), "LEASE#")
+}
+
+pub fn mount_static_role(mount_uuid: &str, name: &str) -> Key {
+    Key::new(format!("BMOUNT#{mount_uuid}"), format!("STATIC#{name}"))
+}
+
+pub fn mount_static_roles(mount_uuid: &str) -> Query {
+    Query::partition(format!("BMOUNT#{mount_uuid}"), "STATIC#")
 }

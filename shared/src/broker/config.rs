@@ -1,0 +1,191 @@
+//! A mount's `config/root` (the cloud account's credentials and endpoints; the secret key is
+//! sealed at rest and never returned) and `config/lease`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::error::{BrokerError, Result};
+use super::mounts::Mount;
+use super::{duration, template};
+use crate::app::AppState;
+use crate::aws::CloudSettings;
+use crate::config::Edition;
+use crate::store::{keys, Condition, Item};
+
+/// What Vault's lease defaults to when `config/lease` was never written (its system TTL).
+const DEFAULT_LEASE: Duration = Duration::from_secs(768 * 3600);
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RootConfig {
+    pub access_key: String,
+    /// The secret key, sealed (KMS in AWS, the local key file in dev-server).
+    pub sealed_secret_key: Option<String>,
+    pub region: Option<String>,
+    pub iam_endpoint: Option<String>,
+    pub sts_endpoint: Option<String>,
+    pub max_retries: i64,
+    pub username_template: Option<String>,
+    pub role_arn: Option<String>,
+    pub identity_token_audience: Option<String>,
+    pub identity_token_ttl: Option<u64>,
+}
+
+fn text(body: &Map<String, Value>, name: &str) -> Result<Option<String>> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.trim().is_empty() => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.trim().to_owned())),
+        Some(_) => Err(BrokerError::invalid(format!("{name} must be a string"))),
+    }
+}
+
+/// A `config/root` write: it replaces the whole configuration, as Vault's does.
+pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Value>) -> Result<()> {
+    let access_key = text(body, "access_key")?;
+    let secret_key = text(body, "secret_key")?;
+    let (role_arn, audience) = (text(body, "role_arn")?, text(body, "identity_token_audience")?);
+    let enterprise_only = ["role_arn", "identity_token_audience", "identity_token_ttl"];
+    if state.config.edition != Edition::Enterprise {
+        if let Some(field) = enterprise_only.iter().find(|f| body.get(**f).is_some_and(|v| !v.is_null())) {
+            return Err(BrokerError::invalid(format!(
+                "{field} is available only on the enterprise edition (HANGAR_EDITION=enterprise)"
+            )));
+        }
+    }
+    if access_key.is_some() != secret_key.is_some() {
+        return Err(BrokerError::invalid("access_key and secret_key must be provided together"));
+    }
+    if access_key.is_some() && audience.is_some() {
+        return Err(BrokerError::invalid("access_key and identity_token_audience are mutually exclusive"));
+    }
+    if audience.is_some() && role_arn.is_none() {
+        return Err(BrokerError::invalid("role_arn is required with identity_token_audience"));
+    }
+    let max_retries = match body.get("max_retries") {
+        None | Some(Value::Null) => -1,
+        Some(value) => value
+            .as_i64()
+            .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
+            .filter(|n| *n >= -1)
+            .ok_or_else(|| BrokerError::invalid("max_retries must be a whole number, -1 for the SDK's default"))?,
+    };
+    let username_template = text(body, "username_template")?;
+    if let Some(template) = &username_template {
+        template::validate(template).map_err(|e| BrokerError::invalid(e.to_string()))?;
+    }
+    let identity_token_ttl = match body.get("identity_token_ttl") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(duration::parse(value).map_err(BrokerError::invalid)?.as_secs()),
+    };
+    let sealed_secret_key = match &secret_key {
+        Some(secret) => Some(state.sealer.seal(secret).await?),
+        None => None,
+    };
+    let config = RootConfig {
+        access_key: access_key.unwrap_or_default(),
+        sealed_secret_key,
+        region: text(body, "region")?,
+        iam_endpoint: text(body, "iam_endpoint")?,
+        sts_endpoint: text(body, "sts_endpoint")?,
+        max_retries,
+        username_template,
+        role_arn,
+        identity_token_audience: audience,
+        identity_token_ttl,
+    };
+    let item = Item::from_value(keys::mount_config(&mount.uuid, "root"), &config)?;
+    state.store.put(item, Condition::Always).await?;
+    Ok(())
+}
+
+pub async fn root(state: &AppState, mount: &Mount) -> Result<RootConfig> {
+    match state.store.get(&keys::mount_config(&mount.uuid, "root")).await? {
+        Some(item) => Ok(item.parse()?),
+        None => Ok(RootConfig { max_retries: -1, ..RootConfig::default() }),
+    }
+}
+
+/// The region the engine calls AWS in: configured, else `AWS_REGION`, else
+/// `AWS_DEFAULT_REGION`, else `us-east-1`.
+pub fn region(config: &RootConfig) -> String {
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    config
+        .region
+        .clone()
+        .or_else(|| env("AWS_REGION"))
+        .or_else(|| env("AWS_DEFAULT_REGION"))
+        .unwrap_or_else(|| "us-east-1".into())
+}
+
+/// `data` of a `config/root` read: never the secret key.
+pub fn root_data(config: &RootConfig, edition: Edition) -> Value {
+    let mut data = json!({
+        "access_key": config.access_key,
+        "region": region(config),
+        "iam_endpoint": config.iam_endpoint.clone().unwrap_or_default(),
+        "sts_endpoint": config.sts_endpoint.clone().unwrap_or_default(),
+        "max_retries": config.max_retries,
+        "username_template": config.username_template.clone().unwrap_or_default(),
+    });
+    if edition == Edition::Enterprise {
+        data["role_arn"] = json!(config.role_arn.clone().unwrap_or_default());
+        data["identity_token_audience"] = json!(config.identity_token_audience.clone().unwrap_or_default());
+        data["identity_token_ttl"] = json!(config.identity_token_ttl.unwrap_or(3600));
+    }
+    data
+}
+
+/// How the engine reaches AWS: static keys when configured, else the default credential chain.
+pub async fn cloud_settings(state: &AppState, config: &RootConfig) -> Result<CloudSettings> {
+    let secret_key = match &config.sealed_secret_key {
+        Some(sealed) => Some(state.sealer.unseal(sealed).await?),
+        None => None,
+    };
+    Ok(CloudSettings {
+        access_key: (!config.access_key.is_empty()).then(|| config.access_key.clone()),
+        secret_key,
+        region: region(config),
+        iam_endpoint: config.iam_endpoint.clone(),
+        sts_endpoint: config.sts_endpoint.clone(),
+        max_retries: config.max_retries,
+    })
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct LeaseConfig {
+    pub lease: u64,
+    pub lease_max: u64,
+}
+
+pub async fn write_lease(state: &AppState, mount: &Mount, body: &Map<String, Value>) -> Result<()> {
+    let field = |name: &str| -> Result<u64> {
+        let value = body
+            .get(name)
+            .filter(|v| !v.is_null())
+            .ok_or_else(|| BrokerError::invalid(format!("{name} is required")))?;
+        Ok(duration::parse(value).map_err(|e| BrokerError::invalid(format!("{name}: {e}")))?.as_secs())
+    };
+    let config = LeaseConfig { lease: field("lease")?, lease_max: field("lease_max")? };
+    if config.lease > config.lease_max {
+        return Err(BrokerError::invalid("lease must not exceed lease_max"));
+    }
+    let item = Item::from_value(keys::mount_config(&mount.uuid, "lease"), &config)?;
+    state.store.put(item, Condition::Always).await?;
+    Ok(())
+}
+
+pub async fn lease(state: &AppState, mount: &Mount) -> Result<LeaseConfig> {
+    match state.store.get(&keys::mount_config(&mount.uuid, "lease")).await? {
+        Some(item) => Ok(item.parse()?),
+        None => Ok(LeaseConfig { lease: DEFAULT_LEASE.as_secs(), lease_max: DEFAULT_LEASE.as_secs() }),
+    }
+}
+
+pub fn lease_data(config: &LeaseConfig) -> Value {
+    json!({
+        "lease": duration::format(Duration::from_secs(config.lease)),
+        "lease_max": duration::format(Duration::from_secs(config.lease_max)),
+    })
+}

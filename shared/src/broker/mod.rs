@@ -1,0 +1,71 @@
+//! The cloud credential broker (function `credential-broker`): the Vault AWS secrets engine's
+//! API under `/v1/{mount}`, Vault's token, policy, mount and lease endpoints under `/v1/sys`
+//! and `/v1/auth/token`, and the scheduled rotation of static-role keys (function
+//! `key-rotation`).
+
+mod config;
+mod credentials;
+pub mod duration;
+mod engine;
+mod error;
+mod http;
+pub mod leases;
+pub mod mounts;
+pub mod policies;
+pub mod roles;
+pub mod seal;
+pub mod statics;
+mod sys;
+pub mod template;
+pub mod tokens;
+
+use axum::routing::any;
+use axum::Router;
+
+pub use error::BrokerError;
+
+use crate::app::AppState;
+
+/// Everything under `/v1`: Vault's format for errors, and `LIST` served as `GET ?list=true`.
+pub fn router() -> Router<AppState> {
+    let v1 = Router::new()
+        .merge(sys::routes())
+        .merge(leases::routes())
+        .route("/{*path}", any(engine::dispatch))
+        .fallback(|| async { BrokerError::NotFound })
+        .layer(axum::middleware::from_fn(http::list_as_get))
+        .layer(axum::middleware::from_fn(vault_method_not_allowed));
+    Router::new().nest("/v1", v1)
+}
+
+/// axum's bare 405, in Vault's format.
+async fn vault_method_not_allowed(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let response = next.run(request).await;
+    if response.status() == axum::http::StatusCode::METHOD_NOT_ALLOWED
+        && !response.headers().contains_key(axum::http::header::CONTENT_TYPE)
+    {
+        return axum::response::IntoResponse::into_response(BrokerError::MethodNotAllowed);
+    }
+    response
+}
+
+/// Unmounts a path: revokes its leases, then removes its configuration, roles and leases.
+pub(crate) async fn unmount(state: &AppState, path: &str) -> error::Result<()> {
+    let path = mounts::normalize(path)?;
+    if let Some(mount) = mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.path == path) {
+        leases::revoke_all(state, &mount).await?;
+        mounts::delete(state.store.as_ref(), &path).await?;
+    }
+    Ok(())
+}
+
+/// One run of the scheduled job: static roles that are due, then expired leases.
+pub async fn scheduled_run(state: &AppState) -> error::Result<(usize, usize)> {
+    const PER_RUN: usize = 500;
+    let rotated = statics::rotate_due(state, PER_RUN).await?;
+    let revoked = leases::revoke_expired(state, PER_RUN).await?;
+    Ok((rotated, revoked))
+}

@@ -1,0 +1,136 @@
+//! Secrets engine mounts: the AWS engine at configurable paths, `aws` by default. Each mount's
+//! configuration, roles and leases live in a partition of their own, named by the mount's id,
+//! so they are its own and an unmount removes them in one walk.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+
+use super::error::{BrokerError, Result};
+use crate::store::{keys, query_all, Condition, Item, ItemStore, Write, MAX_TRANSACTION_WRITES};
+
+pub const DEFAULT_MOUNT: &str = "aws";
+pub const AWS: &str = "aws";
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Mount {
+    /// Without slashes at either end, e.g. `aws` or `teams/payments`.
+    pub path: String,
+    pub kind: String,
+    pub uuid: String,
+    pub accessor: String,
+    pub description: String,
+}
+
+/// Checks and normalises a mount path from a URL.
+pub fn normalize(path: &str) -> Result<String> {
+    let path = path.trim_matches('/');
+    let valid = !path.is_empty()
+        && path
+            .split('/')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
+    if !valid {
+        return Err(BrokerError::invalid(format!("invalid mount path `{path}`")));
+    }
+    if path == "sys" || path == "auth" || path.starts_with("sys/") || path.starts_with("auth/") {
+        return Err(BrokerError::invalid(format!("cannot mount at `{path}/`: the path is reserved")));
+    }
+    Ok(path.to_owned())
+}
+
+fn new_mount(path: &str, description: &str) -> Mount {
+    Mount {
+        path: path.to_owned(),
+        kind: AWS.to_owned(),
+        uuid: crate::ids::random_token(20).to_lowercase(),
+        accessor: format!("aws_{}", crate::ids::random_token(8).to_lowercase()),
+        description: description.to_owned(),
+    }
+}
+
+/// Mounts `aws` the first time the broker is used; once unmounted it stays unmounted.
+async fn ensure_default(store: &dyn ItemStore) -> Result<()> {
+    if store.get(&keys::broker_mounts_initialized()).await?.is_some() {
+        return Ok(());
+    }
+    let mount = new_mount(DEFAULT_MOUNT, "the AWS secrets engine");
+    let writes = vec![
+        Write::Put { item: Item::new(keys::broker_mounts_initialized(), Map::new()), condition: Condition::NotExists },
+        Write::Put {
+            item: Item::from_value(keys::broker_mount(&mount.path), &mount)?,
+            condition: Condition::NotExists,
+        },
+    ];
+    match store.transact(writes).await {
+        Err(e) if e.is_condition_failed() => Ok(()),
+        other => Ok(other?),
+    }
+}
+
+pub async fn all(store: &dyn ItemStore) -> Result<Vec<Mount>> {
+    ensure_default(store).await?;
+    let items = query_all(store, keys::broker_mounts()).await?;
+    Ok(items.iter().map(Item::parse).collect::<std::result::Result<_, _>>()?)
+}
+
+/// The mount that serves a request path (the longest mount path it starts with), and the rest
+/// of the path within the mount.
+pub async fn route<'p>(store: &dyn ItemStore, path: &'p str) -> Result<Option<(Mount, &'p str)>> {
+    let mounts = all(store).await?;
+    let found = mounts
+        .into_iter()
+        .filter(|m| path == m.path || path.starts_with(&format!("{}/", m.path)))
+        .max_by_key(|m| m.path.len());
+    Ok(found.map(|mount| {
+        let rest = path[mount.path.len()..].trim_start_matches('/');
+        (mount, rest)
+    }))
+}
+
+pub async fn create(store: &dyn ItemStore, path: &str, kind: &str, description: &str) -> Result<()> {
+    if kind != AWS {
+        return Err(BrokerError::invalid(format!("unknown secrets engine type `{kind}`: this broker offers `aws`")));
+    }
+    let path = normalize(path)?;
+    ensure_default(store).await?;
+    let overlapping = all(store).await?.into_iter().find(|m| {
+        m.path == path || path.starts_with(&format!("{}/", m.path)) || m.path.starts_with(&format!("{path}/"))
+    });
+    if let Some(existing) = overlapping {
+        return Err(BrokerError::invalid(format!("path is already in use at {}/", existing.path)));
+    }
+    let mount = new_mount(&path, description);
+    match store.put(Item::from_value(keys::broker_mount(&path), &mount)?, Condition::NotExists).await {
+        Err(e) if e.is_condition_failed() => Err(BrokerError::invalid(format!("path is already in use at {path}/"))),
+        other => Ok(other?),
+    }
+}
+
+/// Removes a mount and everything it holds; `revoke` is called for each of its leases first.
+pub async fn delete(store: &dyn ItemStore, path: &str) -> Result<Option<Mount>> {
+    let path = normalize(path)?;
+    ensure_default(store).await?;
+    let Some(item) = store.get(&keys::broker_mount(&path)).await? else { return Ok(None) };
+    let mount: Mount = item.parse()?;
+    let owned = query_all(store, keys::mount_partition(&mount.uuid)).await?;
+    let deletes: Vec<Write> =
+        owned.into_iter().map(|item| Write::Delete { key: item.key, condition: Condition::Always }).collect();
+    for chunk in deletes.chunks(MAX_TRANSACTION_WRITES) {
+        store.transact(chunk.to_vec()).await?;
+    }
+    store.delete(&keys::broker_mount(&path), Condition::Always).await?;
+    Ok(Some(mount))
+}
+
+/// A mount as `sys/mounts` shows it.
+pub fn describe(mount: &Mount) -> Value {
+    json!({
+        "type": mount.kind,
+        "description": mount.description,
+        "accessor": mount.accessor,
+        "uuid": mount.uuid,
+        "config": { "default_lease_ttl": 0, "max_lease_ttl": 0, "force_no_cache": false },
+        "local": false,
+        "seal_wrap": false,
+        "options": null,
+    })
+}
