@@ -4,6 +4,7 @@
 pub mod cascade;
 mod error;
 pub(crate) mod names;
+pub mod oauth;
 pub mod organizations;
 pub(crate) mod render;
 mod routes;

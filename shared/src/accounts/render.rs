@@ -115,3 +115,43 @@ pub fn user(principal: &Principal) -> Resource {
     )
     .link("self", format!("/api/v2/users/{id}"))
 }
+
+/// A VCS connection; `base` is the public base URL its OAuth callback would live under.
+pub fn oauth_client(client: &super::oauth::OAuthClient, org_name: &str, base: &str) -> Resource {
+    Resource::new(
+        "oauth-clients",
+        &client.id,
+        json!({
+            "created-at": client.created_at,
+            "callback-url": format!("{base}/auth/{}/callback", client.id),
+            "connect-path": format!("/auth/{}?organization_id={}", client.id, client.org_id),
+            "service-provider": client.service_provider,
+            "service-provider-display-name": client.service_provider_display_name(),
+            "name": client.name,
+            "http-url": client.http_url,
+            "api-url": client.api_url,
+            "key": null,
+            "secret": null,
+            "rsa-public-key": null,
+        }),
+    )
+    .to_one("organization", "organizations", org_name)
+    .to_many("oauth-tokens", "oauth-tokens", [client.oauth_token_id.as_str()])
+    .link("self", format!("/api/v2/oauth-clients/{}", client.id))
+}
+
+/// A VCS connection's OAuth token: which connection it belongs to, never the credential.
+pub fn oauth_token(token: &super::oauth::OAuthToken) -> Resource {
+    Resource::new(
+        "oauth-tokens",
+        &token.id,
+        json!({
+            "uid": token.id,
+            "created-at": token.created_at,
+            "has-ssh-key": false,
+            "service-provider-user": null,
+        }),
+    )
+    .to_one("oauth-client", "oauth-clients", &token.oauth_client_id)
+    .link("self", format!("/api/v2/oauth-tokens/{}", token.id))
+}

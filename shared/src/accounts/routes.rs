@@ -7,12 +7,13 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 
+use super::oauth::{self, NewOAuthClient};
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
 use super::workspaces::{self, Execution, NewWorkspace, WorkspaceChanges};
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
-use crate::app::AppState;
+use crate::app::{AppState, BaseUrl};
 use crate::auth::{OrganizationAccess, Permission, Principal};
 use crate::config::Edition;
 
@@ -36,6 +37,10 @@ pub fn router() -> Router<AppState> {
             get(show_workspace_by_name).patch(update_workspace_by_name).delete(delete_workspace_by_name),
         )
         .route("/api/v2/workspaces/{id}", get(show_workspace).patch(update_workspace).delete(delete_workspace))
+        .route("/api/v2/organizations/{org}/oauth-clients", get(list_oauth_clients).post(create_oauth_client))
+        .route("/api/v2/oauth-clients/{id}", get(show_oauth_client).delete(delete_oauth_client))
+        .route("/api/v2/oauth-clients/{id}/oauth-tokens", get(list_oauth_tokens))
+        .route("/api/v2/oauth-tokens/{id}", get(show_oauth_token))
 }
 
 /// go-tfe and pytfe call this first and read the API version and rate limit from it.
@@ -332,4 +337,85 @@ async fn delete_workspace_by_name(
     let (workspace, _) = workspaces::get_by_name(store, &principal, &org, &name, Permission::ManageWorkspaces).await?;
     workspaces::delete(store, &workspace).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct OAuthClientAttrs {
+    service_provider: Option<String>,
+    name: Option<String>,
+    http_url: Option<String>,
+    api_url: Option<String>,
+    oauth_token_string: Option<String>,
+}
+
+async fn create_oauth_client(
+    State(state): State<AppState>,
+    principal: Principal,
+    BaseUrl(base): BaseUrl,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<OAuthClientAttrs>(&["oauth-clients"])?.attributes;
+    let new = NewOAuthClient {
+        service_provider: attrs.service_provider,
+        name: attrs.name,
+        http_url: attrs.http_url,
+        api_url: attrs.api_url,
+        oauth_token_string: attrs.oauth_token_string,
+    };
+    let (client, org) = oauth::create(&state, &principal, &org, new).await?;
+    Ok(Document::one(render::oauth_client(&client, &org.name, &base)).created())
+}
+
+async fn list_oauth_clients(
+    State(state): State<AppState>,
+    principal: Principal,
+    BaseUrl(base): BaseUrl,
+    Path(org): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let (clients, org, total) = oauth::list(state.store.as_ref(), &principal, &org, &listing.page).await?;
+    let resources = clients.iter().map(|client| render::oauth_client(client, &org.name, &base)).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+async fn show_oauth_client(
+    State(state): State<AppState>,
+    principal: Principal,
+    BaseUrl(base): BaseUrl,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let (client, org) = oauth::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
+    Ok(Document::one(render::oauth_client(&client, &org.name, &base)))
+}
+
+async fn delete_oauth_client(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    oauth::delete(state.store.as_ref(), &principal, &id).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_oauth_tokens(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    listing: Listing,
+) -> Result<Document> {
+    let tokens = oauth::tokens(state.store.as_ref(), &principal, &id).await?;
+    let total = tokens.len();
+    let resources = listing.page.slice(tokens).iter().map(render::oauth_token).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+async fn show_oauth_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let token = oauth::get_token(state.store.as_ref(), &principal, &id).await?;
+    Ok(Document::one(render::oauth_token(&token)))
 }

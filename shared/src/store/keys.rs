@@ -14,6 +14,7 @@
 //! | agent token | `ORG#<org-id>` | `AGENTTOKEN#<pool-id>#<token-id>` | |
 //! | agent | `ORG#<org-id>` | `AGENT#<pool-id>#<agent-id>` | |
 //! | live-agent slot (TTL) | `ORG#<org-id>` | `AGENTSLOT#<n>` | |
+//! | VCS connection (OAuth client), its OAuth token | `ORG#<org-id>` | `OAUTHCLIENT#<id>`, `OAUTHTOKEN#<id>` | |
 //! | broker service token (TTL) | `VTOKEN#<sha256-hex>` | `VTOKEN` | |
 //! | broker ACL policy, mount | `BROKER` | `POLICY#<name>`, `MOUNT#<path>` | |
 //! | a mount's configuration, roles | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>` | |
@@ -222,4 +223,19 @@ pub fn mount_static_role(mount_uuid: &str, name: &str) -> Key {
 
 pub fn mount_static_roles(mount_uuid: &str) -> Query {
     Query::partition(format!("BMOUNT#{mount_uuid}"), "STATIC#")
+}
+
+/// A VCS connection (HCP Terraform's OAuth client).
+pub fn oauth_client(org_id: &str, id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("OAUTHCLIENT#{id}"))
+}
+
+/// Every VCS connection of an organization.
+pub fn oauth_clients(org_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), "OAUTHCLIENT#")
+}
+
+/// A VCS connection's OAuth token, which holds the provider credential, sealed.
+pub fn oauth_token(org_id: &str, id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("OAUTHTOKEN#{id}"))
 }

@@ -1,0 +1,364 @@
+//! VCS connections: the subset of HCP Terraform's OAuth clients that module publishing needs.
+//! A connection is made from a personal access token, not an OAuth dance, so each client has
+//! exactly one OAuth token, created with it. The provider credential is sealed at rest with the
+//! application's sealer and only [`token_for`] ever unseals it; no response carries it.
+//!
+//! Both items live in the organization's partition and name their id pointers as satellites,
+//! so deleting the organization removes them. As in the registry, a caller who may not do
+//! something is told the resource is not there.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::cascade::{satellites, SATELLITES};
+use super::error::{AccountsError, Result};
+use super::organizations::{self, join, Organization};
+use crate::api::PageRequest;
+use crate::app::AppState;
+use crate::auth::{Permission, Principal};
+use crate::ids::new_id;
+use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, StoreError, Write};
+
+/// Counter of VCS connections kept on the organization item, for list totals.
+pub const OAUTH_CLIENT_COUNT: &str = "oauth_client_count";
+
+const NAME_MAX: usize = 255;
+const URL_MAX: usize = 2048;
+/// KMS seals at most 4096 bytes; no provider's token comes near it.
+const TOKEN_MAX: usize = 4096;
+
+struct Provider {
+    id: &'static str,
+    display_name: &'static str,
+    /// `(http-url, api-url)` of the hosted service; self-managed ones must be given both.
+    defaults: Option<(&'static str, &'static str)>,
+}
+
+static PROVIDERS: [Provider; 5] = [
+    Provider { id: "github", display_name: "GitHub", defaults: Some(("https://github.com", "https://api.github.com")) },
+    Provider { id: "github_enterprise", display_name: "GitHub Enterprise", defaults: None },
+    Provider {
+        id: "gitlab_hosted",
+        display_name: "GitLab",
+        defaults: Some(("https://gitlab.com", "https://gitlab.com/api/v4")),
+    },
+    Provider { id: "gitlab_community_edition", display_name: "GitLab Community Edition", defaults: None },
+    Provider { id: "gitlab_enterprise_edition", display_name: "GitLab Enterprise Edition", defaults: None },
+];
+
+/// A VCS connection (`oc-…`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OAuthClient {
+    pub id: String,
+    pub org_id: String,
+    pub service_provider: String,
+    pub name: Option<String>,
+    pub http_url: String,
+    pub api_url: String,
+    pub created_at: String,
+    /// Its one token.
+    pub oauth_token_id: String,
+}
+
+impl OAuthClient {
+    fn key(&self) -> Key {
+        keys::oauth_client(&self.org_id, &self.id)
+    }
+
+    fn to_item(&self) -> Result<Item> {
+        let mut item = Item::from_value(self.key(), self)?;
+        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
+        Ok(item)
+    }
+
+    /// How HCP Terraform names the service provider to people.
+    pub fn service_provider_display_name(&self) -> &str {
+        PROVIDERS.iter().find(|p| p.id == self.service_provider).map_or(&self.service_provider, |p| p.display_name)
+    }
+}
+
+/// A VCS connection's OAuth token (`ot-…`). The credential it stands for is kept sealed and is
+/// not a public field, so nothing that renders a token can reach it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct OAuthToken {
+    pub id: String,
+    pub org_id: String,
+    pub oauth_client_id: String,
+    pub created_at: String,
+    sealed_token: String,
+}
+
+impl OAuthToken {
+    fn key(&self) -> Key {
+        keys::oauth_token(&self.org_id, &self.id)
+    }
+
+    fn to_item(&self) -> Result<Item> {
+        let mut item = Item::from_value(self.key(), self)?;
+        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
+        Ok(item)
+    }
+}
+
+/// A create request's attributes as sent; [`create`] checks them. No `Debug`: it holds the
+/// credential in the clear.
+pub struct NewOAuthClient {
+    pub service_provider: Option<String>,
+    pub name: Option<String>,
+    pub http_url: Option<String>,
+    pub api_url: Option<String>,
+    pub oauth_token_string: Option<String>,
+}
+
+/// What publishing needs to call a provider: where it is and the credential, unsealed.
+#[derive(Clone)]
+pub struct VcsConnection {
+    pub oauth_token_id: String,
+    pub oauth_client_id: String,
+    pub service_provider: String,
+    pub http_url: String,
+    pub api_url: String,
+    pub token: String,
+}
+
+impl std::fmt::Debug for VcsConnection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VcsConnection")
+            .field("oauth_token_id", &self.oauth_token_id)
+            .field("oauth_client_id", &self.oauth_client_id)
+            .field("service_provider", &self.service_provider)
+            .field("http_url", &self.http_url)
+            .field("api_url", &self.api_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Maps "lacks the permission" to "not found".
+fn hidden<T>(result: Result<T>) -> Result<T> {
+    result.map_err(|e| match e {
+        AccountsError::Forbidden(_) => AccountsError::NotFound,
+        other => other,
+    })
+}
+
+/// A sealer failure is a server fault; the cause goes to the log with the other 500s.
+fn seal_failure(e: crate::broker::seal::SealError) -> AccountsError {
+    AccountsError::Store(StoreError::backend(format!("VCS token sealer: {e}")))
+}
+
+fn check_provider(service_provider: Option<&str>) -> Result<&'static Provider> {
+    let pointer = "/data/attributes/service-provider";
+    let given = service_provider.ok_or_else(|| AccountsError::invalid(pointer, "`service-provider` is required."))?;
+    PROVIDERS.iter().find(|p| p.id == given).ok_or_else(|| {
+        let known: Vec<&str> = PROVIDERS.iter().map(|p| p.id).collect();
+        AccountsError::invalid(pointer, format!("must be one of `{}`", known.join("`, `")))
+    })
+}
+
+/// The URL given, or the provider's default; it must be an absolute http(s) URL with a host
+/// and no credentials (it is shown in every response).
+fn check_url(pointer: &str, given: Option<String>, default: Option<&str>) -> Result<String> {
+    let given = given.filter(|url| !url.trim().is_empty());
+    let url = match (given, default) {
+        (Some(url), _) => url,
+        (None, Some(default)) => return Ok(default.to_owned()),
+        (None, None) => return Err(AccountsError::invalid(pointer, "is required for this service provider")),
+    };
+    let parsed = reqwest::Url::parse(&url).ok().filter(|parsed| {
+        matches!(parsed.scheme(), "http" | "https")
+            && parsed.host_str().is_some_and(|host| !host.is_empty())
+            && parsed.username().is_empty()
+            && parsed.password().is_none()
+    });
+    match parsed {
+        Some(_) if url.len() <= URL_MAX => Ok(url),
+        Some(_) => Err(AccountsError::invalid(pointer, format!("must be at most {URL_MAX} characters"))),
+        None => Err(AccountsError::invalid(pointer, "must be an http(s) URL with a host and no credentials")),
+    }
+}
+
+/// Creates a VCS connection and its OAuth token in one transaction, sealing the credential.
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    new: NewOAuthClient,
+) -> Result<(OAuthClient, Organization)> {
+    let store = state.store.as_ref();
+    let org = hidden(organizations::authorized(store, principal, org_name, Permission::ManageModules).await)?;
+    let provider = check_provider(new.service_provider.as_deref())?;
+    let (default_http, default_api) = provider.defaults.unzip();
+    let http_url = check_url("/data/attributes/http-url", new.http_url, default_http)?;
+    let api_url = check_url("/data/attributes/api-url", new.api_url, default_api)?;
+    if new.name.as_ref().is_some_and(|name| name.chars().count() > NAME_MAX) {
+        return Err(AccountsError::invalid("/data/attributes/name", format!("must be at most {NAME_MAX} characters")));
+    }
+    let token_pointer = "/data/attributes/oauth-token-string";
+    let secret = new
+        .oauth_token_string
+        .filter(|token| !token.trim().is_empty())
+        .ok_or_else(|| AccountsError::invalid(token_pointer, "`oauth-token-string` is required."))?;
+    if secret.len() > TOKEN_MAX {
+        return Err(AccountsError::invalid(token_pointer, format!("must be at most {TOKEN_MAX} bytes")));
+    }
+    let now = crate::api::timestamp(chrono::Utc::now());
+    let client = OAuthClient {
+        id: new_id("oc"),
+        org_id: org.id.clone(),
+        service_provider: provider.id.to_owned(),
+        name: new.name,
+        http_url,
+        api_url,
+        created_at: now.clone(),
+        oauth_token_id: new_id("ot"),
+    };
+    let token = OAuthToken {
+        id: client.oauth_token_id.clone(),
+        org_id: org.id.clone(),
+        oauth_client_id: client.id.clone(),
+        created_at: now,
+        sealed_token: state.sealer.seal(&secret).await.map_err(seal_failure)?,
+    };
+    let writes = vec![
+        Write::Put { item: client.to_item()?, condition: Condition::NotExists },
+        pointer::create(&client.id, &client.key())?,
+        Write::Put { item: token.to_item()?, condition: Condition::NotExists },
+        pointer::create(&token.id, &token.key())?,
+        join(&org.id, OAUTH_CLIENT_COUNT, 1),
+    ];
+    match store.transact(writes).await {
+        Err(e) if e.failed_write() == Some(4) => Err(AccountsError::NotFound),
+        other => other.map_err(AccountsError::from),
+    }?;
+    Ok((client, org))
+}
+
+/// The VCS connection with this id, if the principal holds `permission` in its organization.
+pub async fn get(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    id: &str,
+    permission: Permission,
+) -> Result<(OAuthClient, Organization)> {
+    let client: OAuthClient = match pointer::follow(store, id).await? {
+        Some(item) if id.starts_with("oc-") => item.parse()?,
+        _ => return Err(AccountsError::NotFound),
+    };
+    hidden(organizations::require(principal, &client.org_id, permission))?;
+    let org = organizations::get_by_id(store, &client.org_id).await?;
+    Ok((client, org))
+}
+
+/// A page of the organization's VCS connections, the organization, and their total.
+pub async fn list(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_name: &str,
+    page: &PageRequest,
+) -> Result<(Vec<OAuthClient>, Organization, usize)> {
+    let org = hidden(organizations::visible(store, principal, org_name).await)?;
+    let items = page.fetch(store, keys::oauth_clients(&org.id)).await?;
+    let clients = items.iter().map(Item::parse).collect::<Result<Vec<OAuthClient>, _>>()?;
+    let total = store
+        .get(&keys::organization(&org.id))
+        .await?
+        .and_then(|item| item.attrs.get(OAUTH_CLIENT_COUNT).and_then(Value::as_u64))
+        .unwrap_or(0) as usize;
+    Ok((clients, org, total))
+}
+
+/// Deletes a VCS connection and its token.
+pub async fn delete(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<()> {
+    let (client, _) = get(store, principal, id, Permission::ManageModules).await?;
+    let writes = vec![
+        Write::Delete { key: client.key(), condition: Condition::Exists },
+        pointer::remove(&client.id),
+        Write::Delete { key: keys::oauth_token(&client.org_id, &client.oauth_token_id), condition: Condition::Always },
+        pointer::remove(&client.oauth_token_id),
+        join(&client.org_id, OAUTH_CLIENT_COUNT, -1),
+    ];
+    store.transact(writes).await.map_err(|e| match e {
+        e if e.is_condition_failed() => AccountsError::NotFound,
+        e => e.into(),
+    })
+}
+
+/// The OAuth token with this id, if the principal may read its organization.
+pub async fn get_token(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<OAuthToken> {
+    let token: OAuthToken = match pointer::follow(store, id).await? {
+        Some(item) if id.starts_with("ot-") => item.parse()?,
+        _ => return Err(AccountsError::NotFound),
+    };
+    hidden(organizations::require(principal, &token.org_id, Permission::Read))?;
+    Ok(token)
+}
+
+/// The tokens of a VCS connection the principal may read (one, or none if it is going).
+pub async fn tokens(store: &dyn ItemStore, principal: &Principal, client_id: &str) -> Result<Vec<OAuthToken>> {
+    let (client, _) = get(store, principal, client_id, Permission::Read).await?;
+    let token = store.get(&keys::oauth_token(&client.org_id, &client.oauth_token_id)).await?;
+    Ok(token.map(|item| item.parse()).transpose()?.into_iter().collect())
+}
+
+/// The connection behind an OAuth token of the organization, with its credential unsealed, for
+/// publishing modules from the provider. `None` when the token does not exist or belongs to
+/// another organization.
+pub async fn token_for(state: &AppState, org_id: &str, oauth_token_id: &str) -> Result<Option<VcsConnection>> {
+    let store = state.store.as_ref();
+    let Some(item) = store.get(&keys::oauth_token(org_id, oauth_token_id)).await? else { return Ok(None) };
+    let token: OAuthToken = item.parse()?;
+    let Some(item) = store.get(&keys::oauth_client(org_id, &token.oauth_client_id)).await? else { return Ok(None) };
+    let client: OAuthClient = item.parse()?;
+    Ok(Some(VcsConnection {
+        oauth_token_id: token.id,
+        oauth_client_id: client.id,
+        service_provider: client.service_provider,
+        http_url: client.http_url,
+        api_url: client.api_url,
+        token: state.sealer.unseal(&token.sealed_token).await.map_err(seal_failure)?,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pointer(e: AccountsError) -> String {
+        match e {
+            AccountsError::Invalid { pointer, .. } => pointer,
+            other => panic!("expected a 422, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn urls_default_for_hosted_providers_and_are_checked_otherwise() {
+        let p = "/data/attributes/http-url";
+        assert_eq!(check_url(p, None, Some("https://github.com")).unwrap(), "https://github.com");
+        assert_eq!(check_url(p, Some(" ".into()), Some("https://github.com")).unwrap(), "https://github.com");
+        assert_eq!(check_url(p, Some("http://git.example:8080/".into()), None).unwrap(), "http://git.example:8080/");
+        for bad in [None, Some("git.example"), Some("ftp://git.example"), Some("https://u:p@git.example")] {
+            assert_eq!(pointer(check_url(p, bad.map(str::to_owned), None).unwrap_err()), p, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn only_the_supported_providers_are_accepted() {
+        assert_eq!(check_provider(Some("gitlab_hosted")).unwrap().display_name, "GitLab");
+        for bad in [None, Some("bitbucket_hosted"), Some("GitHub")] {
+            assert_eq!(pointer(check_provider(bad).map(|_| ()).unwrap_err()), "/data/attributes/service-provider");
+        }
+    }
+
+    #[test]
+    fn a_connection_never_prints_its_credential() {
+        let connection = VcsConnection {
+            oauth_token_id: "ot-1".into(),
+            oauth_client_id: "oc-1".into(),
+            service_provider: "github".into(),
+            http_url: "https://github.com".into(),
+            api_url: "https://api.github.com".into(),
+            token: "ghp_secret".into(),
+        };
+        assert!(!format!("{connection:?}").contains("ghp_secret"));
+    }
+}
