@@ -16,3 +16,4 @@ pub mod jobs;
 pub mod lambda;
 pub mod registry;
 pub mod store;
+pub mod vcs;
