@@ -1,0 +1,170 @@
+"""hvac, the Python Vault client, against the credential broker of the dev-server binary: the
+AWS secrets engine's root and lease configuration, roles, credentials through creds/ and sts/,
+lease revocation (the IAM user is gone from the AWS emulator afterwards), and ACL policies and
+tokens. The broker's root token is set with HANGAR_ROOT_SERVICE_TOKEN, so the test knows it."""
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import tempfile
+import threading
+
+import boto3
+import hvac
+import hvac.exceptions
+import pytest
+from botocore.exceptions import ClientError
+
+ACCOUNT = "123456789012"
+POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}],
+}
+
+
+@pytest.fixture
+def moto_endpoint():
+    endpoint = os.environ.get("HANGAR_TEST_MOTO_ENDPOINT")
+    if not endpoint:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the AWS emulator is required under CI: set HANGAR_TEST_MOTO_ENDPOINT (tests/run does)")
+        pytest.skip("HANGAR_TEST_MOTO_ENDPOINT is not set (run tests/run to start moto)")
+    return endpoint
+
+
+@pytest.fixture
+def broker():
+    """dev-server with a fresh data directory and a known broker root token: (url, token)."""
+    binary = os.environ.get("HANGAR_DEV_SERVER")
+    if not binary:
+        pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
+    token = "hvs." + secrets.token_urlsafe(18)
+    with tempfile.TemporaryDirectory() as data_dir:
+        process = subprocess.Popen(
+            [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "RUST_LOG": "warn", "HANGAR_ROOT_SERVICE_TOKEN": token},
+        )
+        url = None
+        timer = threading.Timer(30, process.kill)
+        timer.start()
+        try:
+            for line in process.stdout:
+                if line.startswith("Hangar is listening on "):
+                    url = line.rsplit(" ", 1)[-1].strip()
+                    break
+        finally:
+            timer.cancel()
+        if not url:
+            process.kill()
+            raise RuntimeError("dev-server did not start (no address printed)")
+        try:
+            yield url, token
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=15)
+
+
+def iam_client(endpoint):
+    return boto3.client(
+        "iam",
+        endpoint_url=endpoint,
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+        region_name="us-east-1",
+    )
+
+
+def user_exists(iam, name):
+    try:
+        iam.get_user(UserName=name)
+        return True
+    except ClientError as error:
+        assert error.response["Error"]["Code"] == "NoSuchEntity", error
+        return False
+
+
+def test_hvac_configures_the_aws_engine_generates_credentials_and_revokes_them(broker, moto_endpoint):
+    url, token = broker
+    client = hvac.Client(url=url, token=token)
+    assert client.is_authenticated()
+    aws = client.secrets.aws
+    iam = iam_client(moto_endpoint)
+    run = secrets.token_hex(6)
+
+    aws.configure_root_iam_credentials(
+        "testing",
+        "testing",
+        region="us-east-1",
+        iam_endpoint=moto_endpoint,
+        sts_endpoint=moto_endpoint,
+    )
+    aws.configure_lease("1h", "2h")
+    assert aws.read_lease_config()["data"] == {"lease": "1h0m0s", "lease_max": "2h0m0s"}
+
+    aws.create_or_update_role("deploy", "iam_user", policy_document=POLICY, iam_tags=[f"run={run}"])
+    aws.create_or_update_role("federated", "federation_token", policy_document=POLICY, max_sts_ttl="1h")
+    role_arn = f"arn:aws:iam::{ACCOUNT}:role/hangar-hvac-{run}"
+    aws.create_or_update_role("assume", "assumed_role", role_arns=[role_arn])
+    assert sorted(aws.list_roles()["data"]["keys"]) == ["assume", "deploy", "federated"]
+    deploy = aws.read_role("deploy")["data"]
+    assert deploy["credential_types"] == ["iam_user"]
+    assert json.loads(deploy["policy_document"]) == POLICY
+
+    # iam_user through creds/: a new IAM user, leased and renewable.
+    creds = aws.generate_credentials("deploy")
+    assert creds["lease_id"].startswith("aws/creds/deploy/")
+    assert creds["renewable"] is True
+    assert creds["lease_duration"] == 3600
+    access_key = creds["data"]["access_key"]
+    assert creds["data"]["secret_key"]
+    user = iam.get_access_key_last_used(AccessKeyId=access_key)["UserName"]
+    tags = iam.list_user_tags(UserName=user)["Tags"]
+    assert {"Key": "run", "Value": run} in tags
+    assert iam.list_user_policies(UserName=user)["PolicyNames"], "the inline policy is attached"
+
+    client.sys.revoke_lease(creds["lease_id"])
+    assert not user_exists(iam, user), "revoking the lease deletes the IAM user"
+
+    # federation_token through sts/, with a ttl.
+    federated = aws.generate_credentials("federated", endpoint="sts", ttl="15m")
+    assert federated["lease_duration"] == 900
+    assert federated["data"]["session_token"]
+
+    # assumed_role with a session name.
+    assumed = aws.generate_credentials("assume", endpoint="sts", role_session_name="hvac-session")
+    assert assumed["data"]["arn"].endswith(f"assumed-role/hangar-hvac-{run}/hvac-session")
+
+    aws.delete_role("federated")
+    with pytest.raises(hvac.exceptions.InvalidPath):
+        aws.read_role("federated")
+    with pytest.raises(hvac.exceptions.InvalidRequest):
+        aws.configure_lease("1h", None)
+
+
+def test_hvac_manages_acl_policies_and_tokens_that_the_policies_bound(broker):
+    url, token = broker
+    client = hvac.Client(url=url, token=token)
+    aws = client.secrets.aws
+    aws.create_or_update_role("session", "federation_token", policy_document=POLICY)
+
+    client.sys.create_or_update_acl_policy("reader", 'path "aws/roles/*" { capabilities = ["read"] }')
+    assert client.sys.read_acl_policy("reader")["data"]["policy"] == 'path "aws/roles/*" { capabilities = ["read"] }'
+    assert "reader" in client.sys.list_acl_policies()["data"]["keys"]
+
+    created = client.auth.token.create(policies=["reader"], ttl="1h", display_name="hvac")
+    reader = hvac.Client(url=url, token=created["auth"]["client_token"])
+    me = reader.auth.token.lookup_self()["data"]
+    assert me["display_name"] == "token-hvac"
+    assert "reader" in me["policies"]
+    assert reader.secrets.aws.read_role("session")["data"]["credential_types"] == ["federation_token"]
+    with pytest.raises(hvac.exceptions.Forbidden):
+        reader.secrets.aws.create_or_update_role("session", "federation_token", policy_document=POLICY)
+
+    client.sys.delete_acl_policy("reader")
+    with pytest.raises(hvac.exceptions.Forbidden):
+        reader.secrets.aws.read_role("session")
