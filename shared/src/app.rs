@@ -207,7 +207,7 @@ pub mod routers {
     }
 
     pub fn credential_broker(state: AppState) -> Router {
-        finish(crate::broker::router(), state)
+        crate::broker::with_list_verb(finish(crate::broker::router(), state))
     }
 
     /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
@@ -224,6 +224,6 @@ pub mod routers {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));
             router = router.merge(crate::blobs::object_routes_with_hooks(local, ingest));
         }
-        router
+        crate::broker::with_list_verb(router)
     }
 }

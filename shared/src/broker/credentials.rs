@@ -167,14 +167,14 @@ async fn generate(request: &EngineRequest<'_>, name: &str, endpoint: Endpoint) -
             };
             let document = (!role.policy_document.is_empty()).then_some(role.policy_document.as_str());
             let creds = cloud.assume_role(&arn, &session, document, &role.policy_arns, ttl as i32).await?;
-            sts_response(request, name, &creds, ttl, true)
+            sts_response(request, name, endpoint, &creds, ttl, true)
         }
         CredentialType::FederationToken => {
             let ttl = sts_ttl(&role, &params)?;
             let user = username(&root, UserKind::Sts, &display, name)?;
             let document = (!role.policy_document.is_empty()).then_some(role.policy_document.as_str());
             let creds = cloud.get_federation_token(&user, document, &role.policy_arns, ttl as i32).await?;
-            sts_response(request, name, &creds, ttl, false)
+            sts_response(request, name, endpoint, &creds, ttl, false)
         }
         CredentialType::SessionToken => {
             let ttl = sts_ttl(&role, &params)?;
@@ -184,7 +184,7 @@ async fn generate(request: &EngineRequest<'_>, name: &str, endpoint: Endpoint) -
             }
             let creds =
                 cloud.get_session_token(ttl as i32, role.mfa_serial_number.as_deref(), mfa_code.as_deref()).await?;
-            sts_response(request, name, &creds, ttl, false)
+            sts_response(request, name, endpoint, &creds, ttl, false)
         }
     }
 }
@@ -192,6 +192,7 @@ async fn generate(request: &EngineRequest<'_>, name: &str, endpoint: Endpoint) -
 fn sts_response(
     request: &EngineRequest<'_>,
     role: &str,
+    endpoint: Endpoint,
     creds: &aws::StsCredentials,
     ttl: u64,
     with_arn: bool,
@@ -206,7 +207,9 @@ fn sts_response(
     if with_arn {
         data["arn"] = json!(creds.arn);
     }
-    let lease_id = format!("{}/sts/{role}/{}", request.mount.path, crate::ids::random_token(24));
+    // A lease is named after the path that made it, as Vault names it.
+    let via = if endpoint == Endpoint::Creds { "creds" } else { "sts" };
+    let lease_id = format!("{}/{via}/{role}/{}", request.mount.path, crate::ids::random_token(24));
     Ok(super::http::VaultResponse::leased(data, &lease_id, ttl, false).into_response())
 }
 

@@ -51,8 +51,10 @@ pub(super) async fn dispatch(
     })?;
     let list = method == Method::GET && is_list(query.as_deref());
     let needed = capability(&method, list);
-    let allowed = policies::allowed(state.store.as_ref(), &caller.0, &path, needed).await?
-        || (needed == "update" && policies::allowed(state.store.as_ref(), &caller.0, &path, "create").await?);
+    // Vault checks a LIST against the path with a trailing slash, so `aws/roles/*` covers it.
+    let checked = if list { format!("{path}/") } else { path.clone() };
+    let allowed = policies::allowed(state.store.as_ref(), &caller.0, &checked, needed).await?
+        || (needed == "update" && policies::allowed(state.store.as_ref(), &caller.0, &checked, "create").await?);
     if !allowed {
         return Err(BrokerError::PermissionDenied);
     }
@@ -93,7 +95,7 @@ async fn list_roles(request: &EngineRequest<'_>) -> Result<Response> {
     let items = query_all(request.state.store.as_ref(), keys::mount_roles(&request.mount.uuid)).await?;
     let names =
         items.iter().filter_map(|item| item.attrs.get("name").and_then(Value::as_str).map(str::to_owned)).collect();
-    Ok(VaultResponse::keys(names).into_response())
+    Ok(VaultResponse::keys(names)?.into_response())
 }
 
 /// A stored role; data that no longer validates is reported as `invalid_data`.

@@ -48,9 +48,12 @@ impl VaultResponse {
         response
     }
 
-    /// The `keys` of a LIST.
-    pub fn keys(keys: Vec<String>) -> Self {
-        Self::data(json!({ "keys": keys }))
+    /// The `keys` of a LIST; nothing to list is a 404, as Vault answers it.
+    pub fn keys(keys: Vec<String>) -> Result<Self, BrokerError> {
+        if keys.is_empty() {
+            return Err(BrokerError::NotFound);
+        }
+        Ok(Self::data(json!({ "keys": keys })))
     }
 
     /// Fields placed at the top level too, where the spec asks for no `data` wrapper.
@@ -73,9 +76,9 @@ fn request_id() -> String {
     format!("{}-{}-{}-{}-{}", &raw[..8], &raw[8..12], &raw[12..16], &raw[16..20], &raw[20..32])
 }
 
-/// Rewrites `LIST path` as `GET path?list=true`.
+/// Rewrites `LIST /v1/…` as `GET /v1/…?list=true`.
 pub async fn list_as_get(mut request: Request, next: Next) -> Response {
-    if request.method().as_str() == "LIST" {
+    if request.method().as_str() == "LIST" && request.uri().path().starts_with("/v1/") {
         *request.method_mut() = Method::GET;
         let uri = request.uri();
         let query = match uri.query() {

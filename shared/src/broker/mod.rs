@@ -21,6 +21,7 @@ pub mod tokens;
 
 use axum::routing::any;
 use axum::Router;
+use tower::Layer;
 
 pub use error::BrokerError;
 
@@ -33,9 +34,14 @@ pub fn router() -> Router<AppState> {
         .merge(leases::routes())
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })
-        .layer(axum::middleware::from_fn(http::list_as_get))
         .layer(axum::middleware::from_fn(vault_method_not_allowed));
     Router::new().nest("/v1", v1)
+}
+
+/// Serves `LIST` as `GET ?list=true`. It must run before routing (a layer on a router runs
+/// after it, when a GET-only route has already refused the verb), so it wraps a whole router.
+pub fn with_list_verb(router: Router) -> Router {
+    Router::new().fallback_service(axum::middleware::from_fn(http::list_as_get).layer(router))
 }
 
 /// axum's bare 405, in Vault's format.

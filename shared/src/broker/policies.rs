@@ -119,13 +119,18 @@ pub async fn allowed(store: &dyn ItemStore, token: &ServiceToken, path: &str, ca
     if token.is_root() {
         return Ok(true);
     }
-    let mut rules = Vec::new();
+    // As Vault does, the rules of all the token's policies are merged per pattern first (a
+    // `deny` anywhere on a pattern wins), then the most specific matching pattern decides.
+    let mut merged: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
     for name in &token.policies {
-        rules.extend(load(store, name).await?.map(|p| p.rules).unwrap_or_default());
+        for rule in load(store, name).await?.map(|p| p.rules).unwrap_or_default() {
+            merged.entry(rule.path).or_default().extend(rule.capabilities);
+        }
     }
-    let best = rules.iter().filter(|r| matches(&r.path, path)).max_by_key(|r| specificity(&r.path));
-    Ok(best.is_some_and(|rule| {
-        !rule.capabilities.iter().any(|c| c == "deny") && rule.capabilities.iter().any(|c| c == capability)
+    let best =
+        merged.iter().filter(|(pattern, _)| matches(pattern, path)).max_by_key(|(pattern, _)| specificity(pattern));
+    Ok(best.is_some_and(|(_, capabilities)| {
+        !capabilities.iter().any(|c| c == "deny") && capabilities.iter().any(|c| c == capability)
     }))
 }
 

@@ -146,7 +146,7 @@ pub(super) async fn creds(request: &EngineRequest<'_>, name: &str) -> Result<Res
 pub(super) async fn list(request: &EngineRequest<'_>) -> Result<Response> {
     let items = query_all(request.state.store.as_ref(), keys::mount_static_roles(&request.mount.uuid)).await?;
     let names = items.iter().filter_map(|i| i.attrs.get("name").and_then(Value::as_str).map(str::to_owned)).collect();
-    Ok(VaultResponse::keys(names).into_response())
+    Ok(VaultResponse::keys(names)?.into_response())
 }
 
 /// Removes the definition only; the IAM user and its keys stay, as in Vault.

@@ -94,8 +94,8 @@ async fn list_policies(
     if !is_list(query.as_deref()) {
         return Err(BrokerError::MethodNotAllowed);
     }
-    authorize(&state, &caller, "sys/policies/acl", "list").await?;
-    Ok(VaultResponse::keys(policies::names(state.store.as_ref()).await?))
+    authorize(&state, &caller, "sys/policies/acl/", "list").await?;
+    VaultResponse::keys(policies::names(state.store.as_ref()).await?)
 }
 
 async fn list_policies_legacy(State(state): State<AppState>, caller: Caller) -> Result<Response> {
