@@ -27,6 +27,9 @@ pub struct AppState {
     pub http: reqwest::Client,
     /// Seals the broker's stored secrets: KMS in AWS, a key file locally.
     pub sealer: crate::broker::seal::SharedSealer,
+    /// Rung when background work is recorded; dev-server's job runner wakes on it (in AWS the
+    /// schedule picks the work up).
+    pub work: Arc<tokio::sync::Notify>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -96,7 +99,8 @@ impl AppState {
                 Arc::new(local)
             }
         };
-        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer };
+        let work = Arc::new(tokio::sync::Notify::new());
+        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer, work };
         if let Some(secret) = &state.config.admin_token {
             crate::auth::install_admin_token(state.store.as_ref(), secret).await?;
         }

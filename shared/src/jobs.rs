@@ -40,12 +40,20 @@ pub async fn ingest(state: &AppState, event: S3Event) -> Result<IngestSummary, c
 pub struct RotationSummary {
     pub rotated: usize,
     pub revoked: usize,
+    pub vcs_work: usize,
 }
 
-/// Rotates the static-role keys that are due and revokes expired leases.
-pub async fn rotate(state: &AppState, _event: EventBridgeEvent) -> Result<RotationSummary, crate::lambda::Error> {
+/// The scheduled work: static-role keys that are due, expired leases, and the VCS work that
+/// publishing and webhooks recorded (repository syncs, archive fetches).
+pub async fn scheduled(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
     let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
-    let summary = RotationSummary { rotated, revoked };
+    let fetched = crate::registry::vcs::run_pending(state, 100).await?;
+    Ok(RotationSummary { rotated, revoked, vcs_work: fetched })
+}
+
+/// Rotates the static-role keys that are due and revokes expired leases (and runs VCS work).
+pub async fn rotate(state: &AppState, _event: EventBridgeEvent) -> Result<RotationSummary, crate::lambda::Error> {
+    let summary = scheduled(state).await?;
     tracing::info!(rotated = summary.rotated, revoked = summary.revoked, "rotation");
     Ok(summary)
 }

@@ -72,7 +72,13 @@ macro_rules! contract {
     };
 }
 
-contract!(upload_open_download_delete, missing_object_is_not_found, upload_replaces, copy_is_independent_of_its_source);
+contract!(
+    upload_open_download_delete,
+    missing_object_is_not_found,
+    upload_replaces,
+    copy_is_independent_of_its_source,
+    a_local_file_is_stored_whole
+);
 
 /// Deterministic bytes that are not all alike.
 fn payload(len: usize, seed: u8) -> Vec<u8> {
@@ -146,6 +152,14 @@ async fn copy_is_independent_of_its_source(blobs: Blobs) {
     assert_eq!(read(&blobs, &copy).await.unwrap(), payload(70_000, 3));
     let missing = blobs.copy(&ObjectId::generate(), &ObjectId::generate()).await;
     assert!(matches!(missing, Err(BlobError::NotFound)), "{missing:?}");
+}
+
+async fn a_local_file_is_stored_whole(blobs: Blobs) {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), payload(90_000, 5)).unwrap();
+    let id = ObjectId::generate();
+    blobs.put_file(&id, file.path()).await.unwrap();
+    assert_eq!(read(&blobs, &id).await.unwrap(), payload(90_000, 5));
 }
 
 #[tokio::test]

@@ -147,14 +147,18 @@ async fn bootstrap_root_token(state: &AppState) -> Result<Option<String>, BootEr
     Ok(Some(secret))
 }
 
-/// The key-rotation job on a timer: what EventBridge does for the Lambda function.
+/// The scheduled job on a timer (and at once when work is recorded): what EventBridge does for
+/// the key-rotation function.
 async fn run_rotation(state: AppState, every_seconds: u64) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(every_seconds.max(1)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticker.tick().await;
-        if let Err(e) = hangar::broker::scheduled_run(&state).await {
-            tracing::warn!(error = %e, "key-rotation run failed; retried next run");
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = state.work.notified() => {}
+        }
+        if let Err(e) = hangar::jobs::scheduled(&state).await {
+            tracing::warn!(error = %e, "scheduled run failed; retried next run");
         }
     }
 }

@@ -8,6 +8,7 @@ mod error;
 mod inflated;
 mod limits;
 mod paths;
+mod repack;
 mod upload;
 mod walk;
 
@@ -23,6 +24,7 @@ use tokio_util::io::SyncIoBridge;
 
 pub use error::{ArchiveError, LinkKind};
 pub use limits::ArchiveLimits;
+pub use repack::strip_top_directory;
 
 use error::shown;
 use inflated::{discard, Inflated, InflatedStop, Tally};

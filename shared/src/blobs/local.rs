@@ -126,6 +126,18 @@ impl BlobStore for LocalBlobs {
         }
     }
 
+    async fn put_file(&self, id: &ObjectId, file: &Path) -> Result<(), BlobError> {
+        let temp = self.dir.join(format!(".put-{id}-{}", crate::ids::random_token(8)));
+        let stored = match tokio::fs::copy(file, &temp).await {
+            Ok(_) => tokio::fs::rename(&temp, self.path(id)).await.map_err(BlobError::backend),
+            Err(e) => Err(BlobError::backend(e)),
+        };
+        if stored.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        stored
+    }
+
     async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         let temp = self.dir.join(format!(".copy-{to}-{}", crate::ids::random_token(8)));
         let copied = match tokio::fs::copy(self.path(from), &temp).await {

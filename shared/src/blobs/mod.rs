@@ -86,6 +86,9 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Copies an object inside the store (no bytes through the caller), replacing `to`.
     async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError>;
+
+    /// Stores a local file as the object, replacing it (archives Hangar fetched itself).
+    async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError>;
 }
 
 pub type Blobs = Arc<dyn BlobStore>;

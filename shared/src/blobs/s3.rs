@@ -88,6 +88,14 @@ impl BlobStore for S3Blobs {
         Ok(())
     }
 
+    async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError> {
+        let body = aws_sdk_s3::primitives::ByteStream::from_path(file).await.map_err(BlobError::backend)?;
+        let request =
+            self.client.put_object().bucket(&self.bucket).key(id.key()).content_type(super::UPLOAD_CONTENT_TYPE);
+        request.body(body).send().await.map_err(backend)?;
+        Ok(())
+    }
+
     async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         // Keys hold only URL-safe characters, so the copy source needs no escaping.
         let source = format!("{}/{}", self.bucket, from.key());

@@ -21,6 +21,9 @@ pub enum RegistryError {
     Invalid { pointer: String, detail: String },
     #[error("{0}")]
     Conflict(String),
+    /// A webhook delivery whose signature does not verify.
+    #[error("the delivery's signature does not verify")]
+    Unauthorized,
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("blob store: {0}")]
@@ -51,6 +54,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::Forbidden(detail) => ApiError::forbidden(detail),
             RegistryError::Invalid { pointer, detail } => ApiError::invalid(pointer, detail),
             RegistryError::Conflict(detail) => ApiError::new(StatusCode::CONFLICT, "conflict", detail),
+            RegistryError::Unauthorized => {
+                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "The delivery's signature does not verify.")
+            }
             RegistryError::Store(e) => ApiError::from(e),
             RegistryError::Blobs(e) => ApiError::internal(e),
         }

@@ -81,6 +81,16 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
     Ok(outcome)
 }
 
+/// Settles the version waiting for `object` as failed, for a reason found before ingest could
+/// run (an archive the provider would not give).
+pub async fn fail(state: &AppState, object: &ObjectId, reason: &str) -> Result<()> {
+    let Some((upload, version)) = pending(state, object).await? else { return Ok(()) };
+    match settle(state, object, &upload, &version, Err(reason.to_owned()), None).await {
+        Err(RegistryError::NotFound) | Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
 /// Moves the version out of `pending` (only if it still is) and records it on its module.
 async fn settle(
     state: &AppState,

@@ -9,6 +9,7 @@ pub mod names;
 pub mod protocol;
 mod render;
 mod routes;
+pub mod vcs;
 pub mod versions;
 
 pub use error::RegistryError;

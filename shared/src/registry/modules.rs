@@ -57,6 +57,9 @@ pub struct Module {
     /// `git_tag` or `branch` for modules published from VCS.
     #[serde(default)]
     pub publishing_mechanism: Option<String>,
+    /// The repository of a module published from VCS.
+    #[serde(default)]
+    pub vcs_repo: Option<super::vcs::VcsRepo>,
     /// The first paragraph of the latest ingested README, for the registry protocol.
     #[serde(default)]
     pub description: Option<String>,
@@ -266,10 +269,17 @@ pub async fn create(
         versions: Vec::new(),
         test_config: None,
         publishing_mechanism: None,
+        vcs_repo: None,
         description: None,
         downloads: 0,
         revision: 0,
     };
+    insert(state, &org, &module).await?;
+    Ok((module, org))
+}
+
+/// Stores a new module, its id pointer and its count, if its address is free (422 otherwise).
+pub(super) async fn insert(state: &AppState, org: &Organization, module: &Module) -> Result<()> {
     let writes = vec![
         Write::Put { item: module.to_item()?, condition: Condition::NotExists },
         pointer::create(&module.id, &module.key())?,
@@ -282,8 +292,7 @@ pub async fn create(
         )),
         Err(e) if e.failed_write() == Some(2) => Err(RegistryError::NotFound),
         other => other.map_err(RegistryError::from),
-    }?;
-    Ok((module, org))
+    }
 }
 
 pub async fn get(
@@ -386,11 +395,10 @@ pub async fn update(
     }
     let key = address.key(&org, provider)?;
     let (module, ()) = modify(state.store.as_ref(), &key, |module| {
-        if (changes.branch.is_some() || changes.tags.is_some()) && module.publishing_mechanism.is_none() {
-            return Err(RegistryError::invalid(
-                "/data/attributes/vcs-repo",
-                "this module is not connected to a VCS repository",
-            ));
+        let mut writes = Vec::new();
+        let switching = changes.branch.is_some() || changes.tags.is_some();
+        if switching && super::vcs::switch(module, changes.branch.as_deref(), changes.tags)? {
+            writes.push(super::vcs::sync_write(module)?);
         }
         if let Some(tests_enabled) = changes.tests_enabled {
             let id = module.test_config.as_ref().map_or_else(|| new_id("tc"), |tc| tc.id.clone());
@@ -399,8 +407,9 @@ pub async fn update(
         if let Some(no_code) = changes.no_code {
             module.no_code = no_code;
         }
-        Ok((Vec::new(), ()))
+        Ok((writes, ()))
     })
     .await?;
+    state.work.notify_one();
     Ok((module, org))
 }

@@ -33,6 +33,19 @@ pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Res
             "can-retry": manages,
         },
     });
+    if let Some(repo) = &module.vcs_repo {
+        attributes["vcs-repo"] = json!({
+            "branch": repo.branch,
+            "ingress-submodules": repo.ingress_submodules,
+            "identifier": repo.identifier,
+            "display-identifier": repo.display_identifier,
+            "oauth-token-id": repo.oauth_token_id,
+            "webhook-url": repo.webhook_url,
+            "service-provider": repo.service_provider,
+            "repository-http-url": repo.repository_http_url,
+            "tags": repo.branch.is_empty(),
+        });
+    }
     if let Some(test_config) = &module.test_config {
         attributes["test-config"] = json!({ "id": test_config.id, "tests-enabled": test_config.tests_enabled });
     }

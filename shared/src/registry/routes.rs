@@ -10,9 +10,10 @@ use serde::Deserialize;
 use super::modules::{self, Address, ModuleChanges, ModuleFilter, NewModule};
 use super::names::RegistryName;
 use super::render;
+use super::vcs::{self, PublishRequest};
 use super::versions::{self, NewVersion};
 use crate::api::{ApiError, Document, JsonApiBody, Listing, QueryParams};
-use crate::app::AppState;
+use crate::app::{AppState, BaseUrl};
 use crate::auth::Principal;
 
 type Result<T> = std::result::Result<T, ApiError>;
@@ -24,6 +25,9 @@ const PROVIDER: &str = "/api/v2/organizations/{org}/registry-modules/{registry}/
 pub fn router() -> Router<AppState> {
     Router::new()
         .route(ORG, get(list_modules).post(create_module))
+        .route(&format!("{ORG}/vcs"), post(publish_module))
+        .route("/api/v2/registry-modules", post(deprecated_publish_module))
+        .route("/webhooks/vcs/{uuid}", post(webhook))
         .route(MODULE, axum::routing::delete(delete_module))
         .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
         .route(&format!("{PROVIDER}/"), axum::routing::patch(update_module))
@@ -239,7 +243,7 @@ async fn create_version(
     let attrs = body.resource::<VersionAttrs>(&["registry-module-versions"])?.attributes;
     let new = NewVersion { version: attrs.version, commit_sha: attrs.commit_sha };
     let created = versions::create(&state, &principal, &path.org, &path.address()?, &path.provider, new).await?;
-    Ok(Document::one(render::version(&created.version, Some(created.upload_url))).created())
+    Ok(Document::one(render::version(&created.version, created.upload_url)).created())
 }
 
 async fn show_version(
@@ -320,4 +324,79 @@ async fn deprecated_delete_version(
 ) -> Result<StatusCode> {
     let path = VersionPath { registry: "private".into(), namespace: org.clone(), org, name, provider, version };
     delete_version(state, principal, Path(path)).await
+}
+
+#[derive(Deserialize, Default)]
+struct PublishAttrs {
+    #[serde(default, rename = "vcs-repo", alias = "vcs_repo")]
+    vcs_repo: VcsRepoAttrs,
+    #[serde(default, rename = "no-code", alias = "no_code")]
+    no_code: Option<bool>,
+}
+
+/// `vcs-repo` of a publish request. `display_identifier` is written with an underscore in
+/// requests (the spec's table); the hyphenated form is accepted too.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+struct VcsRepoAttrs {
+    identifier: Option<String>,
+    #[serde(alias = "oauth_token_id")]
+    oauth_token_id: Option<String>,
+    #[serde(alias = "github_app_installation_id")]
+    github_app_installation_id: Option<String>,
+    #[serde(rename = "display_identifier", alias = "display-identifier")]
+    display_identifier: Option<String>,
+    branch: Option<String>,
+    #[serde(alias = "ingress_submodules")]
+    ingress_submodules: Option<bool>,
+}
+
+fn publish_request(body: &JsonApiBody) -> Result<PublishRequest> {
+    let attrs = body.resource::<PublishAttrs>(&["registry-modules"])?.attributes;
+    let repo = attrs.vcs_repo;
+    Ok(PublishRequest {
+        identifier: repo.identifier,
+        display_identifier: repo.display_identifier,
+        oauth_token_id: repo.oauth_token_id,
+        github_app_installation_id: repo.github_app_installation_id,
+        branch: repo.branch,
+        ingress_submodules: repo.ingress_submodules,
+        no_code: attrs.no_code,
+    })
+}
+
+async fn publish_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    BaseUrl(base): BaseUrl,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let request = publish_request(&body)?;
+    let (module, org) = vcs::publish(&state, &principal, &org, &base, request).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)).created())
+}
+
+/// The deprecated form: the organization is the OAuth token's.
+async fn deprecated_publish_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    BaseUrl(base): BaseUrl,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let request = publish_request(&body)?;
+    let org = vcs::organization_of_token(&state, request.oauth_token_id.as_deref()).await?;
+    let (module, org) = vcs::publish(&state, &principal, &org, &base, request).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)).created())
+}
+
+/// A VCS provider's delivery: answered at once, the work it records runs off the request path.
+async fn webhook(
+    State(state): State<AppState>,
+    Path(uuid): Path<String>,
+    headers: axum::http::HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<StatusCode> {
+    let added = vcs::delivery(&state, &uuid, &headers, &body).await?;
+    Ok(if added { StatusCode::ACCEPTED } else { StatusCode::OK })
 }

@@ -91,11 +91,12 @@ pub struct NewVersion {
     pub commit_sha: Option<String>,
 }
 
-/// A created version and the link its archive is uploaded to.
+/// A created version and the link its archive is uploaded to (none for a VCS version, whose
+/// archive Hangar fetches itself).
 pub struct CreatedVersion {
     pub version: ModuleVersion,
     pub module: Module,
-    pub upload_url: String,
+    pub upload_url: Option<String>,
 }
 
 pub async fn create(
@@ -115,6 +116,11 @@ pub async fn create(
         return Err(RegistryError::Forbidden("Versions cannot be created for public modules.".into()));
     }
     let semver = parse_version("/data/attributes/version", &new.version)?;
+    let module = load(store, &module_key).await?;
+    if module.publishing_mechanism.as_deref() == Some(super::vcs::BRANCH) {
+        let version = super::vcs::create_branch_version(state, &module_key, &semver, new.commit_sha).await?;
+        return Ok(CreatedVersion { version, module, upload_url: None });
+    }
     let now = timestamp(chrono::Utc::now());
     let upload = ObjectId::generate();
     let mut version = ModuleVersion {
@@ -162,7 +168,7 @@ pub async fn create(
         }
         other => other,
     })?;
-    let upload_url = state.blobs.upload_url(&upload, UPLOAD_LINK_VALIDITY).await?;
+    let upload_url = Some(state.blobs.upload_url(&upload, UPLOAD_LINK_VALIDITY).await?);
     Ok(CreatedVersion { version, module, upload_url })
 }
 

@@ -239,3 +239,8 @@ pub fn oauth_clients(org_id: &str) -> Query {
 pub fn oauth_token(org_id: &str, id: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("OAUTHTOKEN#{id}"))
 }
+
+/// Points from a VCS module's webhook id to the module.
+pub fn vcs_webhook(uuid: &str) -> Key {
+    Key::new(format!("WEBHOOK#{uuid}"), "WEBHOOK")
+}

@@ -60,9 +60,10 @@ impl From<StoreError> for ProtocolError {
 impl From<RegistryError> for ProtocolError {
     fn from(e: RegistryError) -> Self {
         match e {
-            RegistryError::NotFound | RegistryError::CurationDisabled | RegistryError::Forbidden(_) => {
-                ProtocolError::NotFound
-            }
+            RegistryError::NotFound
+            | RegistryError::CurationDisabled
+            | RegistryError::Forbidden(_)
+            | RegistryError::Unauthorized => ProtocolError::NotFound,
             RegistryError::Invalid { detail, .. } => ProtocolError::BadRequest(detail),
             other => ProtocolError::Internal(other.to_string()),
         }
