@@ -58,6 +58,8 @@ impl TestApp {
 
     /// Starts dev-server with explicit options in `data_dir`.
     pub async fn spawn_in(data_dir: tempfile::TempDir, options: Options, config: Config) -> TestApp {
+        // Kept as dev-server runs it, so a test can build a second state on the same files.
+        let config = Config { data_dir: options.data_dir.clone(), ..config };
         let running = start(options, config.clone()).await.expect("dev-server starts");
         let admin_token = running.generated_admin_token.clone().expect("a fresh data directory gets a generated token");
         TestApp {
