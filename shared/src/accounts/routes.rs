@@ -198,11 +198,7 @@ async fn create_team_token(
     Path(id): Path<String>,
     body: JsonApiBody,
 ) -> Result<Document> {
-    let attrs = if body.is_empty() {
-        TokenAttrs::default()
-    } else {
-        body.resource::<TokenAttrs>(&["authentication-tokens"])?.attributes
-    };
+    let attrs: TokenAttrs = body.attributes_or_default(&["authentication-tokens"])?;
     let new = NewToken { description: attrs.description, expired_at: attrs.expired_at };
     let (team, token, secret) = teams::create_token(state.store.as_ref(), &principal, &id, new).await?;
     Ok(Document::one(render::token(&token, &team, Some(&secret))).created())

@@ -206,11 +206,7 @@ async fn create_token(
     body: JsonApiBody,
 ) -> Result<Document> {
     // HCP Terraform's clients send `authentication-tokens`; its docs also show `agent-tokens`.
-    let attrs = if body.is_empty() {
-        TokenAttrs::default()
-    } else {
-        body.resource::<TokenAttrs>(&["authentication-tokens", "agent-tokens"])?.attributes
-    };
+    let attrs: TokenAttrs = body.attributes_or_default(&["authentication-tokens", "agent-tokens"])?;
     let (token, secret) = tokens::create(&state, &principal, &id, attrs.description).await?;
     Ok(Document::one(render::token(&token, Some(&secret))).created())
 }

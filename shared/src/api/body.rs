@@ -44,6 +44,14 @@ impl JsonApiBody {
         self.0.is_none()
     }
 
+    /// The attributes of an optional body: their defaults when the request sent none.
+    pub fn attributes_or_default<A: DeserializeOwned + Default>(&self, accepted_types: &[&str]) -> Result<A, ApiError> {
+        if self.is_empty() {
+            return Ok(A::default());
+        }
+        Ok(self.resource::<A>(accepted_types)?.attributes)
+    }
+
     /// `data` as a resource of one of the accepted types, with attributes parsed as `A`.
     pub fn resource<A: DeserializeOwned>(&self, accepted_types: &[&str]) -> Result<Incoming<A>, ApiError> {
         let data = self.0.as_ref().and_then(|doc| doc.get("data")).and_then(Value::as_object).ok_or_else(|| {
