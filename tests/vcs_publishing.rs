@@ -666,6 +666,8 @@ async fn a_repository_the_token_cannot_read_settles_as_setup_failed() {
         let settled = fx.until(&path, &format!("{repo} settled"), |a| a["status"] != "pending").await;
         assert_eq!(settled["status"], "setup_failed", "{repo}");
         assert_eq!(settled["version-statuses"], json!([]), "{repo}");
+        let reason = settled["vcs-repo"]["error"].as_str().unwrap_or_default();
+        assert!(reason.contains("terraform-aws"), "{repo}: the reason names the repository: {reason:?}");
     }
 }
 

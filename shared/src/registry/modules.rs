@@ -35,7 +35,7 @@ pub struct TestConfig {
     pub tests_enabled: bool,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Module {
     pub id: String,
     pub org_id: String,
@@ -199,8 +199,13 @@ pub(super) async fn modify<T>(
 ) -> Result<(Module, T)> {
     for _ in 0..MAX_ATTEMPTS {
         let mut module = load(store, key).await?;
+        let before = module.clone();
         let revision = module.revision;
         let (extra, out) = change(&mut module)?;
+        // A change that changed nothing writes nothing (a replayed webhook delivery, say).
+        if extra.is_empty() && module == before {
+            return Ok((module, out));
+        }
         module.revision = revision + 1;
         module.updated_at = timestamp(chrono::Utc::now());
         let mut writes =

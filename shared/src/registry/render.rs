@@ -45,6 +45,9 @@ pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Res
             "repository-http-url": repo.repository_http_url,
             "tags": repo.branch.is_empty(),
         });
+        if let Some(error) = &repo.setup_error {
+            attributes["vcs-repo"]["error"] = json!(error);
+        }
     }
     if let Some(test_config) = &module.test_config {
         attributes["test-config"] = json!({ "id": test_config.id, "tests-enabled": test_config.tests_enabled });

@@ -39,6 +39,9 @@ pub struct VcsRepo {
     pub webhook_url: String,
     pub webhook_uuid: String,
     pub sealed_webhook_secret: String,
+    /// Why setting the module up failed (`setup_failed`), as the provider answered.
+    #[serde(default)]
+    pub setup_error: Option<String>,
 }
 
 /// Work waiting for the scheduled job.
@@ -156,6 +159,7 @@ pub async fn publish(
         repository_http_url,
         webhook_url: format!("{}/webhooks/vcs/{uuid}", base_url.trim_end_matches('/')),
         webhook_uuid: uuid.clone(),
+        setup_error: None,
         sealed_webhook_secret: state.sealer.seal(&secret).await.map_err(|e| RegistryError::Conflict(e.to_string()))?,
     };
     let module = Module {
@@ -323,8 +327,8 @@ async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
 async fn set_status(state: &AppState, module_key: &Key, status: &str, reason: Option<String>) -> Result<()> {
     modify(state.store.as_ref(), module_key, |module| {
         module.status = status.to_owned();
-        if let Some(reason) = &reason {
-            tracing::warn!(module = %module.id, reason = %reason, "VCS module setup failed");
+        if let Some(repo) = module.vcs_repo.as_mut() {
+            repo.setup_error = reason.clone();
         }
         Ok((Vec::new(), ()))
     })

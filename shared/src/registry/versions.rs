@@ -91,8 +91,7 @@ pub struct NewVersion {
     pub commit_sha: Option<String>,
 }
 
-/// A created version and the link its archive is uploaded to (none for a VCS version, whose
-/// archive Hangar fetches itself).
+/// A created version and the link its archive is uploaded to (while it waits for one).
 pub struct CreatedVersion {
     pub version: ModuleVersion,
     pub module: Module,
@@ -118,8 +117,11 @@ pub async fn create(
     let semver = parse_version("/data/attributes/version", &new.version)?;
     let module = load(store, &module_key).await?;
     if module.publishing_mechanism.as_deref() == Some(super::vcs::BRANCH) {
+        // The commit's archive is fetched by the job; an upload to the link works as well, and
+        // whichever lands first is the version's archive.
         let version = super::vcs::create_branch_version(state, &module_key, &semver, new.commit_sha).await?;
-        return Ok(CreatedVersion { version, module, upload_url: None });
+        let upload_url = upload_url(state, &version).await?;
+        return Ok(CreatedVersion { version, module, upload_url });
     }
     let now = timestamp(chrono::Utc::now());
     let upload = ObjectId::generate();
