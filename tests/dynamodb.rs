@@ -73,3 +73,31 @@ async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
     assert_eq!(again.ignored, [key]);
     app.stop().await;
 }
+
+/// In AWS the bootstrap tokens come from the stack's Secrets Manager secrets, read at cold
+/// start by what every function's `main` calls.
+#[tokio::test]
+async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
+    let Some(_) = hangar_tests::moto() else { return };
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+    let suffix = hangar::ids::random_token(8);
+    let mut arns = Vec::new();
+    for (name, value) in [("admin", "admin-from-secret"), ("root", "root-from-secret")] {
+        let created =
+            secrets.create_secret().name(format!("hangar-{name}-{suffix}")).secret_string(value).send().await.unwrap();
+        arns.push(created.arn().unwrap().to_owned());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::env::set_var("HANGAR_DATA_DIR", dir.path());
+    std::env::set_var("HANGAR_ADMIN_TOKEN_SECRET_ARN", &arns[0]);
+    std::env::set_var("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN", &arns[1]);
+    let state = hangar::lambda::state_from_env().await.unwrap();
+    for name in ["HANGAR_DATA_DIR", "HANGAR_ADMIN_TOKEN_SECRET_ARN", "HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"] {
+        std::env::remove_var(name);
+    }
+    let store = state.store.as_ref();
+    let admin = hangar::auth::resolve(store, "admin-from-secret").await.unwrap();
+    assert_eq!(admin, Some(hangar::auth::Principal::SiteAdmin));
+    assert!(hangar::broker::tokens::resolve(store, "root-from-secret").await.unwrap().is_some_and(|t| t.is_root()));
+}

@@ -177,11 +177,8 @@ pub fn finish(router: Router<AppState>, state: AppState) -> Router {
 pub fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    if json {
-        builder.json().without_time().init();
-    } else {
-        builder.init();
-    }
+    // A second initialisation (tests, a reused process) keeps the first subscriber.
+    let _ = if json { builder.json().without_time().try_init() } else { builder.try_init() };
 }
 
 /// The routers each function serves. Families not built yet answer every path with a 404.

@@ -8,11 +8,42 @@ use crate::config::Config;
 
 pub type Error = lambda_http::Error;
 
-/// Builds the state from the environment.
+/// Builds the state from the environment, once per cold start.
 pub async fn state_from_env() -> Result<AppState, Error> {
     init_tracing(true);
-    let config = Config::from_env()?;
+    let mut config = Config::from_env()?;
+    bootstrap_tokens_from_secrets(&mut config).await?;
     Ok(AppState::build(config, false).await?)
+}
+
+/// In AWS the site-admin and root service tokens come from the Secrets Manager secrets the
+/// stack generates (`HANGAR_ADMIN_TOKEN_SECRET_ARN`, `HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN`):
+/// read once at cold start, installed (hashed) like the plain variables, never logged.
+async fn bootstrap_tokens_from_secrets(config: &mut Config) -> Result<(), Error> {
+    let arn = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let (admin, root) = (arn("HANGAR_ADMIN_TOKEN_SECRET_ARN"), arn("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"));
+    if admin.is_none() && root.is_none() {
+        return Ok(());
+    }
+    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+    let read = |arn: String| {
+        let secrets = secrets.clone();
+        async move {
+            let value = secrets.get_secret_value().secret_id(&arn).send().await;
+            let value = value.map_err(|e| {
+                format!("reading secret {arn}: {}", aws_sdk_secretsmanager::error::DisplayErrorContext(&e))
+            })?;
+            value.secret_string().map(str::to_owned).ok_or_else(|| format!("secret {arn} holds no string"))
+        }
+    };
+    if let Some(arn) = admin {
+        config.admin_token = Some(read(arn).await?);
+    }
+    if let Some(arn) = root {
+        config.root_service_token = Some(read(arn).await?);
+    }
+    Ok(())
 }
 
 /// Serves an HTTP function: API Gateway events in, the family's router behind them.
