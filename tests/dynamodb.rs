@@ -57,8 +57,10 @@ async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
     assert_eq!(read().await.body["data"]["attributes"]["status"], "pending", "S3 ingests on its event, not on the PUT");
 
     let key = upload.split('?').next().unwrap().split("/object/").nth(1).unwrap();
-    let sample =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../events/registry-ingest-object-created.json"));
+    let sample = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/registry-ingest.01-object-created.json"
+    ));
     let mut event: serde_json::Value = serde_json::from_str(&sample.unwrap()).unwrap();
     event["Records"][0]["s3"]["object"]["key"] = json!(format!("object/{key}"));
     event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);

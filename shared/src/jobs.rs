@@ -1,7 +1,6 @@
 //! The event-driven functions' handlers: `registry-ingest` (S3 ObjectCreated) and
 //! `key-rotation` (EventBridge schedule).
 
-use aws_lambda_events::event::eventbridge::EventBridgeEvent;
 use aws_lambda_events::event::s3::S3Event;
 use serde::Serialize;
 
@@ -52,7 +51,9 @@ pub async fn scheduled(state: &AppState) -> Result<RotationSummary, crate::lambd
 }
 
 /// Rotates the static-role keys that are due and revokes expired leases (and runs VCS work).
-pub async fn rotate(state: &AppState, _event: EventBridgeEvent) -> Result<RotationSummary, crate::lambda::Error> {
+/// The payload is not read: EventBridge rules send their envelope, EventBridge Scheduler may send
+/// `{}`, and both mean "run now".
+pub async fn rotate(state: &AppState, _event: serde_json::Value) -> Result<RotationSummary, crate::lambda::Error> {
     let summary = scheduled(state).await?;
     tracing::info!(rotated = summary.rotated, revoked = summary.revoked, "rotation");
     Ok(summary)
