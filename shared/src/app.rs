@@ -30,6 +30,8 @@ pub struct AppState {
     /// Rung when background work is recorded; dev-server's job runner wakes on it (in AWS the
     /// schedule picks the work up).
     pub work: Arc<tokio::sync::Notify>,
+    /// The broker's AWS clients, one per distinct root configuration, built on first use.
+    pub clouds: Arc<tokio::sync::Mutex<Vec<(crate::aws::CloudSettings, crate::aws::SharedCloud)>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -100,7 +102,8 @@ impl AppState {
             }
         };
         let work = Arc::new(tokio::sync::Notify::new());
-        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer, work };
+        let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+        let state = Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer, work, clouds };
         if let Some(secret) = &state.config.admin_token {
             crate::auth::install_admin_token(state.store.as_ref(), secret).await?;
         }

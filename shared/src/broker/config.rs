@@ -137,6 +137,23 @@ pub fn root_data(config: &RootConfig, edition: Edition) -> Value {
     data
 }
 
+/// The AWS client for a mount's root configuration, built once per process and per distinct
+/// configuration (a `config/root` write yields new settings, hence a new client).
+pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<crate::aws::SharedCloud> {
+    let settings = cloud_settings(state, config).await?;
+    let mut clients = state.clouds.lock().await;
+    if let Some((_, cloud)) = clients.iter().find(|(known, _)| *known == settings) {
+        return Ok(cloud.clone());
+    }
+    let cloud = crate::aws::connect(&settings).await;
+    // A handful of mounts at most; an old configuration's client is dropped first.
+    if clients.len() >= 8 {
+        clients.remove(0);
+    }
+    clients.push((settings, cloud.clone()));
+    Ok(cloud)
+}
+
 /// How the engine reaches AWS: static keys when configured, else the default credential chain.
 pub async fn cloud_settings(state: &AppState, config: &RootConfig) -> Result<CloudSettings> {
     let secret_key = match &config.sealed_secret_key {

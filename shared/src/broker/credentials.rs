@@ -87,8 +87,7 @@ fn param(params: &Map<String, Value>, name: &str) -> Option<String> {
 /// The cloud client for a mount's root configuration.
 pub(super) async fn cloud(request: &EngineRequest<'_>) -> Result<(SharedCloud, config::RootConfig)> {
     let root = config::root(request.state, &request.mount).await?;
-    let settings = config::cloud_settings(request.state, &root).await?;
-    Ok((aws::connect(&settings).await, root))
+    Ok((config::cloud(request.state, &root).await?, root))
 }
 
 /// Which of a role's types a request gets.

@@ -19,7 +19,6 @@ use super::mounts::{self, Mount};
 use super::policies;
 use super::sys::object;
 use crate::app::AppState;
-use crate::aws;
 use crate::store::{keys, Condition, Index, Item, Query, UpdateOp};
 
 const EXPIRY_PARTITION: &str = "BLEASES";
@@ -69,7 +68,7 @@ async fn find(state: &AppState, lease_id: &str) -> Result<Option<(Mount, Lease)>
 /// Deletes the lease's IAM user and the lease.
 pub async fn revoke(state: &AppState, mount: &Mount, lease: &Lease) -> Result<()> {
     let root = config::root(state, mount).await?;
-    let cloud = aws::connect(&config::cloud_settings(state, &root).await?).await;
+    let cloud = config::cloud(state, &root).await?;
     cloud.delete_user(&lease.user).await?;
     state.store.delete(&keys::mount_lease(&mount.uuid, &lease.id), Condition::Always).await?;
     Ok(())

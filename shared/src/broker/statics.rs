@@ -218,7 +218,7 @@ async fn rotate(state: &AppState, role: StaticRole, now: i64) -> std::result::Re
     let Some(mount) = mount else { return Ok(false) };
     let rotated: Result<StaticRole> = async {
         let root = config::root(state, &mount).await?;
-        let cloud = aws::connect(&config::cloud_settings(state, &root).await?).await;
+        let cloud = config::cloud(state, &root).await?;
         let key = new_key(&cloud, &role.username, Some(&role.access_key)).await?;
         let mut next = claimed.clone();
         next.access_key = key.id;
