@@ -110,12 +110,11 @@ pub async fn create(
     modules::check_curation(state, address.registry)?;
     let store = state.store.as_ref();
     let module_key = address.key(&org, provider)?;
+    let module = load(store, &module_key).await?;
     if address.registry == RegistryName::Public {
-        load(store, &module_key).await?;
         return Err(RegistryError::Forbidden("Versions cannot be created for public modules.".into()));
     }
     let semver = parse_version("/data/attributes/version", &new.version)?;
-    let module = load(store, &module_key).await?;
     if module.publishing_mechanism.as_deref() == Some(super::vcs::BRANCH) {
         // The commit's archive is fetched by the job; an upload to the link works as well, and
         // whichever lands first is the version's archive.
