@@ -19,18 +19,6 @@ use tower::ServiceExt;
 const EVENTS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../events");
 const EXPECTED: &str = "expected.json";
 
-/// Every function of DESIGN.md; each has at least one sample.
-const FUNCTIONS: [&str; 8] = [
-    "accounts",
-    "registry-api",
-    "registry-protocol",
-    "registry-ingest",
-    "agent-pools",
-    "agent-gateway",
-    "credential-broker",
-    "key-rotation",
-];
-
 fn router(function: &str, state: &AppState) -> Option<axum::Router> {
     let router = match function {
         "accounts" => routers::accounts,
@@ -132,7 +120,8 @@ async fn every_sample_event_runs_in_order_and_answers_as_expected() {
     let declared: BTreeSet<&str> = expected.keys().map(String::as_str).collect();
     assert_eq!(files.difference(&declared).collect::<Vec<_>>(), Vec::<&&str>::new(), "samples with no expectation");
     assert_eq!(declared.difference(&files).collect::<Vec<_>>(), Vec::<&&str>::new(), "expectations with no sample");
-    for function in FUNCTIONS {
+    // Every function of DESIGN.md has at least one sample.
+    for function in hangar::lambda::FUNCTIONS {
         assert!(samples.iter().any(|name| name.starts_with(&format!("{function}."))), "no sample for {function}");
     }
 

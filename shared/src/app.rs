@@ -14,7 +14,7 @@ use axum::Router;
 use crate::api::ApiError;
 use crate::blobs::{Blobs, LocalBlobs, S3Blobs};
 use crate::config::{Config, StoreKind};
-use crate::store::{DynamoStore, SqliteStore, Store};
+use crate::store::{DynamoStore, Store};
 
 #[derive(Clone)]
 pub struct AppState {
@@ -46,6 +46,8 @@ pub enum BootError {
     Http(String),
     #[error("broker: {0}")]
     Seal(String),
+    #[error("HANGAR_STORE=sqlite: this build has no embedded store (a Lambda function); set HANGAR_STORE=dynamodb")]
+    NoEmbeddedStore,
     #[error("data directory {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
 }
@@ -55,20 +57,7 @@ impl AppState {
     /// table and S3 bucket are created when missing.
     pub async fn build(config: Config, init: bool) -> Result<Self, BootError> {
         let (store, blobs, local_blobs): (Store, Blobs, Option<LocalBlobs>) = match config.store {
-            StoreKind::Sqlite => {
-                let dir = &config.data_dir;
-                std::fs::create_dir_all(dir)
-                    .map_err(|source| BootError::DataDir { path: dir.display().to_string(), source })?;
-                let store = SqliteStore::open(dir.join("hangar.db"))?;
-                let key = crate::blobs::signing_key(dir)?;
-                let local = LocalBlobs::new(
-                    dir.join("objects"),
-                    key,
-                    config.public_url.clone().unwrap_or_default(),
-                    config.max_upload_bytes,
-                )?;
-                (Arc::new(store), Arc::new(local.clone()), Some(local))
-            }
+            StoreKind::Sqlite => embedded(&config)?,
             StoreKind::Dynamodb => {
                 let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
                 let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config.table.clone());
@@ -114,6 +103,27 @@ impl AppState {
         }
         Ok(state)
     }
+}
+
+/// The embedded store and local blobs in the data directory: dev-server's.
+#[cfg(feature = "sqlite")]
+fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootError> {
+    let dir = &config.data_dir;
+    std::fs::create_dir_all(dir).map_err(|source| BootError::DataDir { path: dir.display().to_string(), source })?;
+    let store = crate::store::SqliteStore::open(dir.join("hangar.db"))?;
+    let key = crate::blobs::signing_key(dir)?;
+    let local = LocalBlobs::new(
+        dir.join("objects"),
+        key,
+        config.public_url.clone().unwrap_or_default(),
+        config.max_upload_bytes,
+    )?;
+    Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn embedded(_: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootError> {
+    Err(BootError::NoEmbeddedStore)
 }
 
 /// The base URL links are built on: `HANGAR_PUBLIC_URL` when set, else the request's own

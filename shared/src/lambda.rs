@@ -8,6 +8,18 @@ use crate::config::Config;
 
 pub type Error = lambda_http::Error;
 
+/// The functions, one per resource family (DESIGN.md), by their package and binary names.
+pub const FUNCTIONS: [&str; 8] = [
+    "accounts",
+    "registry-api",
+    "registry-protocol",
+    "registry-ingest",
+    "agent-pools",
+    "agent-gateway",
+    "credential-broker",
+    "key-rotation",
+];
+
 /// Builds the state from the environment, once per cold start.
 pub async fn state_from_env() -> Result<AppState, Error> {
     init_tracing(true);

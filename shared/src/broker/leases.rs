@@ -19,7 +19,7 @@ use super::mounts::{self, Mount};
 use super::policies;
 use super::sys::object;
 use crate::app::AppState;
-use crate::store::{keys, Condition, Index, Item, Query, UpdateOp};
+use crate::store::{keys, Condition, Index, Item, UpdateOp};
 
 const EXPIRY_PARTITION: &str = "BLEASES";
 
@@ -37,7 +37,7 @@ pub struct Lease {
 
 fn item(lease: &Lease) -> Result<Item> {
     let item = Item::from_value(keys::mount_lease(&lease.mount_uuid, &lease.id), lease)?;
-    Ok(item.with_index(Index::Gsi1, EXPIRY_PARTITION, format!("{:012}#{}", lease.expire_at, lease.id)))
+    Ok(item.with_index(Index::Gsi1, EXPIRY_PARTITION, super::schedule_sort_key(lease.expire_at, &lease.id)))
 }
 
 /// Records a lease for a created IAM user; returns its id.
@@ -86,16 +86,16 @@ pub async fn revoke_all(state: &AppState, mount: &Mount) -> Result<()> {
 /// Revokes up to `limit` leases whose time has come; returns how many.
 pub async fn revoke_expired(state: &AppState, limit: usize) -> Result<usize> {
     let now = chrono::Utc::now().timestamp();
-    let page = state.store.query(Query::index(Index::Gsi1, EXPIRY_PARTITION, "").limit(limit)).await?;
+    let due = super::due(state.store.as_ref(), EXPIRY_PARTITION, now, limit).await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let mounts = mounts::all(state.store.as_ref()).await?;
     let mut revoked = 0;
-    for found in page.items {
+    for found in due {
         let lease: Lease = found.parse()?;
-        if lease.expire_at > now {
-            break;
-        }
-        let mount = mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.uuid == lease.mount_uuid);
-        match mount {
-            Some(mount) => match revoke(state, &mount, &lease).await {
+        match mounts.iter().find(|m| m.uuid == lease.mount_uuid) {
+            Some(mount) => match revoke(state, mount, &lease).await {
                 Ok(()) => revoked += 1,
                 Err(e) => tracing::warn!(lease = %lease.id, error = %e, "expired lease not revoked; retried next run"),
             },
@@ -169,7 +169,7 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
     let ops = vec![
         UpdateOp::set("expire_at", lease.expire_at),
         UpdateOp::set("last_renewal", now),
-        UpdateOp::set(Index::Gsi1.key_attrs().1, format!("{:012}#{}", lease.expire_at, lease.id)),
+        UpdateOp::set(Index::Gsi1.key_attrs().1, super::schedule_sort_key(lease.expire_at, &lease.id)),
     ];
     state.store.update(&previous, ops, Condition::Exists).await?;
     Ok(VaultResponse::leased(Value::Null, &lease.id, (lease.expire_at - now).max(0) as u64, true))

@@ -22,7 +22,7 @@ use super::http::VaultResponse;
 use super::mounts::{self, Mount};
 use crate::app::AppState;
 use crate::aws::{self, SharedCloud};
-use crate::store::{keys, query_all, Condition, Index, Item, Query};
+use crate::store::{keys, query_all, Condition, Index, Item};
 
 const SCHEDULE_PARTITION: &str = "BSTATIC";
 const MINIMUM_PERIOD: Duration = Duration::from_secs(60);
@@ -42,7 +42,7 @@ pub struct StaticRole {
 
 fn item(role: &StaticRole) -> Result<Item> {
     let item = Item::from_value(keys::mount_static_role(&role.mount_uuid, &role.name), role)?;
-    let schedule = format!("{:012}#{}#{}", role.next_rotation, role.mount_uuid, role.name);
+    let schedule = super::schedule_sort_key(role.next_rotation, &format!("{}#{}", role.mount_uuid, role.name));
     Ok(item.with_index(Index::Gsi1, SCHEDULE_PARTITION, schedule))
 }
 
@@ -183,17 +183,21 @@ pub(super) async fn rotate_root(request: &EngineRequest<'_>) -> Result<Response>
     Ok(VaultResponse::data(json!({ "access_key": new.id })).into_response())
 }
 
-/// Rotates up to `limit` static roles that are due; returns how many were rotated.
+/// Rotates up to `limit` static roles that are due; returns how many were rotated. The root
+/// configuration and AWS client of each mount are looked up once per run, not once per role.
 pub async fn rotate_due(state: &AppState, limit: usize) -> Result<usize> {
     let now = chrono::Utc::now().timestamp();
-    let page = state.store.query(Query::index(Index::Gsi1, SCHEDULE_PARTITION, "").limit(limit)).await?;
+    let due = super::due(state.store.as_ref(), SCHEDULE_PARTITION, now, limit).await?;
+    if due.is_empty() {
+        return Ok(0);
+    }
+    let mounts = mounts::all(state.store.as_ref()).await?;
+    let mut clouds = std::collections::HashMap::new();
     let mut rotated = 0;
-    for found in page.items {
+    for found in due {
         let role: StaticRole = found.parse()?;
-        if role.next_rotation > now {
-            break;
-        }
-        match rotate(state, role, now).await {
+        let Some(mount) = mounts.iter().find(|m| m.uuid == role.mount_uuid) else { continue };
+        match rotate(state, role, mount, &mut clouds, now).await {
             Ok(true) => rotated += 1,
             Ok(false) => {}
             Err((name, e)) => tracing::warn!(role = %name, error = %e, "static role not rotated; retried next run"),
@@ -202,9 +206,30 @@ pub async fn rotate_due(state: &AppState, limit: usize) -> Result<usize> {
     Ok(rotated)
 }
 
+/// The AWS client of a mount's root configuration, from the run's cache.
+async fn mount_cloud(
+    state: &AppState,
+    mount: &Mount,
+    clouds: &mut std::collections::HashMap<String, SharedCloud>,
+) -> Result<SharedCloud> {
+    if let Some(cloud) = clouds.get(&mount.uuid) {
+        return Ok(cloud.clone());
+    }
+    let root = config::root(state, mount).await?;
+    let cloud = config::cloud(state, &root).await?;
+    clouds.insert(mount.uuid.clone(), cloud.clone());
+    Ok(cloud)
+}
+
 /// Claims a due role (conditional on its schedule being unchanged) and rotates its key. A lost
 /// claim is `Ok(false)`; a failure leaves the stored key as it was and reschedules soon.
-async fn rotate(state: &AppState, role: StaticRole, now: i64) -> std::result::Result<bool, (String, BrokerError)> {
+async fn rotate(
+    state: &AppState,
+    role: StaticRole,
+    mount: &Mount,
+    clouds: &mut std::collections::HashMap<String, SharedCloud>,
+    now: i64,
+) -> std::result::Result<bool, (String, BrokerError)> {
     let name = role.name.clone();
     let fail = |e: BrokerError| (name.clone(), e);
     let mut claimed = role.clone();
@@ -214,11 +239,8 @@ async fn rotate(state: &AppState, role: StaticRole, now: i64) -> std::result::Re
         Err(e) if e.is_condition_failed() => return Ok(false),
         other => other.map_err(|e| fail(e.into()))?,
     }
-    let mount = mounts::all(state.store.as_ref()).await.map_err(fail)?.into_iter().find(|m| m.uuid == role.mount_uuid);
-    let Some(mount) = mount else { return Ok(false) };
     let rotated: Result<StaticRole> = async {
-        let root = config::root(state, &mount).await?;
-        let cloud = config::cloud(state, &root).await?;
+        let cloud = mount_cloud(state, mount, clouds).await?;
         let key = new_key(&cloud, &role.username, Some(&role.access_key)).await?;
         let mut next = claimed.clone();
         next.access_key = key.id;

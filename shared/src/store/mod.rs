@@ -7,6 +7,7 @@ mod condition;
 mod dynamo;
 pub mod keys;
 pub mod pointer;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 
 use std::sync::Arc;
@@ -18,6 +19,7 @@ use serde_json::{Map, Value};
 
 pub use condition::Condition;
 pub use dynamo::DynamoStore;
+#[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
 /// The attributes of an item, as a JSON object (numbers, strings, booleans, nulls, lists, maps).
@@ -341,6 +343,7 @@ pub(crate) fn validate_transaction(writes: &[Write]) -> Result<(), StoreError> {
 }
 
 /// Applies update operations to attributes, as DynamoDB's SET / REMOVE / ADD would.
+#[cfg(feature = "sqlite")]
 pub(crate) fn apply_ops(attrs: &mut Attrs, ops: &[UpdateOp]) -> Result<(), StoreError> {
     for op in ops {
         match op {

@@ -97,13 +97,10 @@ fn connect(path: &Path) -> Result<Connection, StoreError> {
 }
 
 fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
+    // Cached statements: preparing one costs more than the point read itself.
     let attrs: Option<String> = conn
-        .query_row(
-            "SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)",
-            (&key.pk, &key.sk, now_epoch()),
-            |row| row.get(0),
-        )
-        .optional()
+        .prepare_cached("SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)")
+        .and_then(|mut statement| statement.query_row((&key.pk, &key.sk, now_epoch()), |row| row.get(0)).optional())
         .map_err(StoreError::backend)?;
     attrs.map(|json| Ok(Item::new(key.clone(), parse_attrs(&json)?))).transpose()
 }
@@ -116,10 +113,14 @@ fn store(conn: &Connection, item: &Item) -> Result<(), StoreError> {
     let index_col = |index: Index, part: usize| {
         item.index_key(index).map(|(pk, sk)| if part == 0 { pk.to_owned() } else { sk.to_owned() })
     };
-    conn.execute(
-        "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, attrs)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        (
+    let mut statement = conn
+        .prepare_cached(
+            "INSERT OR REPLACE INTO items (pk, sk, gsi1pk, gsi1sk, gsi2pk, gsi2sk, ttl, attrs)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        )
+        .map_err(StoreError::backend)?;
+    statement
+        .execute((
             &item.key.pk,
             &item.key.sk,
             index_col(Index::Gsi1, 0),
@@ -128,14 +129,15 @@ fn store(conn: &Connection, item: &Item) -> Result<(), StoreError> {
             index_col(Index::Gsi2, 1),
             item.expires_at(),
             serde_json::to_string(&item.attrs).map_err(StoreError::backend)?,
-        ),
-    )
-    .map_err(StoreError::backend)?;
+        ))
+        .map_err(StoreError::backend)?;
     Ok(())
 }
 
 fn remove(conn: &Connection, key: &Key) -> Result<(), StoreError> {
-    conn.execute("DELETE FROM items WHERE pk = ?1 AND sk = ?2", (&key.pk, &key.sk)).map_err(StoreError::backend)?;
+    conn.prepare_cached("DELETE FROM items WHERE pk = ?1 AND sk = ?2")
+        .and_then(|mut statement| statement.execute((&key.pk, &key.sk)))
+        .map_err(StoreError::backend)?;
     Ok(())
 }
 
