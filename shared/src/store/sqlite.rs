@@ -54,23 +54,20 @@ impl SqliteStore {
         Ok(Self { inner: Arc::new(Pool { path, idle: Mutex::new(vec![conn]) }) })
     }
 
+    /// Runs `work` on a pooled connection on a blocking thread: for writes, which may wait
+    /// for another writer's lock.
     async fn with_conn<T: Send + 'static>(
         &self,
         work: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
     ) -> Result<T, StoreError> {
         let pool = self.inner.clone();
-        tokio::task::spawn_blocking(move || {
-            let idle = pool.idle.lock().expect("pool lock").pop();
-            let mut conn = match idle {
-                Some(conn) => conn,
-                None => connect(&pool.path)?,
-            };
-            let result = work(&mut conn);
-            pool.idle.lock().expect("pool lock").push(conn);
-            result
-        })
-        .await
-        .map_err(StoreError::backend)?
+        tokio::task::spawn_blocking(move || pool.run(work)).await.map_err(StoreError::backend)?
+    }
+
+    /// Runs a read right here: in WAL mode readers never wait for a lock, and a point read or
+    /// a page takes microseconds, less than handing it to a blocking thread would.
+    fn read_now<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        self.inner.run(work)
     }
 
     /// Runs `work` inside one immediate (write-locking) transaction.
@@ -85,6 +82,19 @@ impl SqliteStore {
             Ok(out)
         })
         .await
+    }
+}
+
+impl Pool {
+    fn run<T>(&self, work: impl FnOnce(&mut Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let idle = self.idle.lock().expect("pool lock").pop();
+        let mut conn = match idle {
+            Some(conn) => conn,
+            None => connect(&self.path)?,
+        };
+        let result = work(&mut conn);
+        self.idle.lock().expect("pool lock").push(conn);
+        result
     }
 }
 
@@ -261,8 +271,7 @@ fn run_query(conn: &Connection, query: &Query) -> Result<Page, StoreError> {
 #[async_trait]
 impl ItemStore for SqliteStore {
     async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError> {
-        let key = key.clone();
-        self.with_conn(move |conn| read(conn, &key)).await
+        self.read_now(|conn| read(conn, key))
     }
 
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {
@@ -284,7 +293,7 @@ impl ItemStore for SqliteStore {
     }
 
     async fn query(&self, query: Query) -> Result<Page, StoreError> {
-        self.with_conn(move |conn| run_query(conn, &query)).await
+        self.read_now(|conn| run_query(conn, &query))
     }
 
     async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
