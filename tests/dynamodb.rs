@@ -94,7 +94,7 @@ async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
     std::env::set_var("HANGAR_DATA_DIR", dir.path());
     std::env::set_var("HANGAR_ADMIN_TOKEN_SECRET_ARN", &arns[0]);
     std::env::set_var("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN", &arns[1]);
-    let state = hangar::lambda::state_from_env().await.unwrap();
+    let state = hangar::lambda::state_from_env::<hangar::blobs::WithS3>().await.unwrap();
     for name in ["HANGAR_DATA_DIR", "HANGAR_ADMIN_TOKEN_SECRET_ARN", "HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"] {
         std::env::remove_var(name);
     }

@@ -10,9 +10,10 @@ use axum::http::{header, request::Parts};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 
 use crate::api::ApiError;
-use crate::blobs::{Blobs, LocalBlobs, S3Blobs};
+use crate::blobs::{Blobs, LocalBlobs};
 use crate::config::{Config, StoreKind};
 use crate::store::{DynamoStore, Store};
 
@@ -56,19 +57,22 @@ impl AppState {
     /// Builds the store and blob adapters the configuration names. With `init`, the DynamoDB
     /// table and S3 bucket are created when missing.
     pub async fn build(config: Config, init: bool) -> Result<Self, BootError> {
+        Self::build_with::<crate::blobs::WithS3>(config, init).await
+    }
+
+    /// The same, with `B` as the blob adapter when deployed: a type rather than a value, so
+    /// that a function whose family keeps no archives has no S3 client compiled in.
+    pub async fn build_with<B: crate::blobs::DeployedBlobs>(config: Config, init: bool) -> Result<Self, BootError> {
         let (store, blobs, local_blobs): (Store, Blobs, Option<LocalBlobs>) = match config.store {
             StoreKind::Sqlite => embedded(&config)?,
             StoreKind::Dynamodb => {
                 let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
                 let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config.table.clone());
-                let s3_config =
-                    aws_sdk_s3::config::Builder::from(&sdk).force_path_style(sdk.endpoint_url().is_some()).build();
-                let blobs = S3Blobs::new(aws_sdk_s3::Client::from_conf(s3_config), config.bucket.clone());
                 if init {
                     store.create_table_if_missing().await?;
-                    blobs.create_bucket_if_missing().await?;
                 }
-                (Arc::new(store), Arc::new(blobs), None)
+                let blobs = B::connect(&sdk, &config.bucket, init).await?;
+                (Arc::new(store), blobs, None)
             }
         };
         let http = reqwest::Client::builder()
@@ -188,10 +192,19 @@ pub fn finish(router: Router<AppState>, state: AppState) -> Router {
 
 /// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`.
 pub fn init_tracing(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    // `RUST_LOG` as a level or `target=level` directives: Targets needs no regular expressions,
+    // which keeps a regex engine out of every function's package.
+    let filter = std::env::var("RUST_LOG").ok().and_then(|directives| directives.parse().ok());
+    let filter = filter.unwrap_or_else(|| Targets::new().with_default(LevelFilter::INFO));
+    let registry = tracing_subscriber::registry().with(filter);
     // A second initialisation (tests, a reused process) keeps the first subscriber.
-    let _ = if json { builder.json().without_time().try_init() } else { builder.try_init() };
+    let _ = if json {
+        registry.with(tracing_subscriber::fmt::layer().json().without_time().with_target(false)).try_init()
+    } else {
+        registry.with(tracing_subscriber::fmt::layer().with_target(false)).try_init()
+    };
 }
 
 /// The routers each function serves. Families not built yet answer every path with a 404.

@@ -4,6 +4,7 @@
 use axum::Router;
 
 use crate::app::{init_tracing, AppState};
+use crate::blobs::{DeployedBlobs, WithS3};
 use crate::config::Config;
 
 pub type Error = lambda_http::Error;
@@ -20,12 +21,12 @@ pub const FUNCTIONS: [&str; 8] = [
     "key-rotation",
 ];
 
-/// Builds the state from the environment, once per cold start.
-pub async fn state_from_env() -> Result<AppState, Error> {
+/// Builds the state from the environment, once per cold start, with `B` as the blob adapter.
+pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
     init_tracing(true);
     let mut config = Config::from_env()?;
     bootstrap_tokens_from_secrets(&mut config).await?;
-    Ok(AppState::build(config, false).await?)
+    Ok(AppState::build_with::<B>(config, false).await?)
 }
 
 /// In AWS the site-admin and root service tokens come from the Secrets Manager secrets the
@@ -58,9 +59,11 @@ async fn bootstrap_tokens_from_secrets(config: &mut Config) -> Result<(), Error>
     Ok(())
 }
 
-/// Serves an HTTP function: API Gateway events in, the family's router behind them.
-pub async fn serve_http(router: fn(AppState) -> Router) -> Result<(), Error> {
-    let state = state_from_env().await?;
+/// Serves an HTTP function: API Gateway events in, the family's router behind them. `B` is
+/// [`WithS3`](crate::blobs::WithS3) for the families that keep archives, else
+/// [`WithoutBlobs`](crate::blobs::WithoutBlobs).
+pub async fn serve_http<B: DeployedBlobs>(router: fn(AppState) -> Router) -> Result<(), Error> {
+    let state = state_from_env::<B>().await?;
     lambda_http::run(router(state)).await
 }
 
@@ -72,7 +75,7 @@ where
     F: Fn(AppState, E) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<R, Error>> + Send + 'static,
 {
-    let state = state_from_env().await?;
+    let state = state_from_env::<WithS3>().await?;
     let handler = &handler;
     lambda_runtime::run(lambda_runtime::service_fn(move |event: lambda_runtime::LambdaEvent<E>| {
         let state = state.clone();

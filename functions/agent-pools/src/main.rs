@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), hangar::lambda::Error> {
-    hangar::lambda::serve_http(hangar::app::routers::agent_pools).await
+    hangar::lambda::serve_http::<hangar::blobs::WithoutBlobs>(hangar::app::routers::agent_pools).await
 }

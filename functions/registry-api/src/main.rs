@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), hangar::lambda::Error> {
-    hangar::lambda::serve_http(hangar::app::routers::registry_api).await
+    hangar::lambda::serve_http::<hangar::blobs::WithS3>(hangar::app::routers::registry_api).await
 }

@@ -2,6 +2,7 @@
 //! links that carry no bearer token. Two adapters: [`S3Blobs`] and [`LocalBlobs`] (files in the
 //! data directory, links signed with HMAC and served by dev-server's `/object/` routes).
 
+mod deployed;
 mod local;
 mod s3;
 
@@ -12,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
 
+pub use deployed::{DeployedBlobs, WithS3, WithoutBlobs};
 pub use local::{object_routes, object_routes_with_hooks, signing_key, LocalBlobs};
 pub use s3::S3Blobs;
 
