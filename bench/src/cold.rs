@@ -1,0 +1,123 @@
+//! Cold init: each function's release binary exec'd against a local stand-in of the Lambda
+//! Runtime API, timed from exec to its first `GET /runtime/invocation/next`, the moment Lambda
+//! considers init done; beside a `lambda_http` hello function, interleaved in the same run.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::routing::get;
+use axum::Router;
+use tokio::sync::mpsc;
+
+use crate::stats::{micros, ratio, table, Samples};
+
+pub use hangar::lambda::FUNCTIONS;
+const BASELINE: &str = "hello-lambda";
+const ROUNDS: usize = 25;
+
+pub async fn run(binaries: &Path) -> String {
+    let (polled, mut first_polls) = mpsc::unbounded_channel::<Instant>();
+    let app = Router::new().route(
+        "/2018-06-01/runtime/invocation/next",
+        get(move || {
+            let _ = polled.send(Instant::now());
+            // Init is over; the process is killed before it would get an event.
+            std::future::pending::<&'static str>()
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("a port");
+    let runtime_api = listener.local_addr().expect("an address").to_string();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    // The host's trust store as it is (here a bundle plus a directory of every root, which the
+    // AWS SDK's HTTPS client reads at start), and reduced to the bundle file alone, as on
+    // Lambda's Amazon Linux images.
+    let bundle_only = tempfile::tempdir().expect("an empty certificate directory");
+    let trust_stores: [Option<&Path>; 2] = [None, Some(bundle_only.path())];
+    let names: Vec<&str> = std::iter::once(BASELINE).chain(FUNCTIONS).collect();
+    let mut samples = vec![[Samples::default(), Samples::default()]; names.len()];
+    for _ in 0..ROUNDS {
+        for (name, samples) in names.iter().zip(samples.iter_mut()) {
+            for (trust_store, samples) in trust_stores.iter().zip(samples.iter_mut()) {
+                let binary = binaries.join(name);
+                samples.push(init_time(&binary, name, *trust_store, &runtime_api, &mut first_polls).await);
+            }
+        }
+    }
+    let baseline = [samples[0][0].median().as_secs_f64(), samples[0][1].median().as_secs_f64()];
+    let rows: Vec<Vec<String>> = names
+        .iter()
+        .zip(&samples)
+        .map(|(name, [host, bundle])| {
+            vec![
+                name.to_string(),
+                micros(host.median()),
+                micros(host.percentile(0.9)),
+                ratio(host.median().as_secs_f64(), baseline[0]),
+                micros(bundle.median()),
+                ratio(bundle.median().as_secs_f64(), baseline[1]),
+            ]
+        })
+        .collect();
+    format!(
+        "### Cold init\n\nExec to first `GET /2018-06-01/runtime/invocation/next` against a local Runtime API \
+         stand-in, {ROUNDS} rounds interleaved; the environment is the template's (DynamoDB store, KMS sealing) \
+         with static credentials and no bootstrap-token secrets. Right: with `SSL_CERT_DIR` emptied, leaving the \
+         trust store to the bundle file as on Lambda's images.\n\n{}",
+        table(
+            &["binary", "median", "p90", "vs lambda_http hello", "median, bundle only", "vs hello, bundle only"],
+            &rows
+        )
+    )
+}
+
+async fn init_time(
+    binary: &Path,
+    name: &str,
+    cert_dir: Option<&Path>,
+    runtime_api: &str,
+    first_polls: &mut mpsc::UnboundedReceiver<Instant>,
+) -> Duration {
+    let mut command = Command::new(binary);
+    command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(lambda_environment(name, runtime_api));
+    if let Some(dir) = cert_dir {
+        command.env("SSL_CERT_DIR", dir);
+    }
+    let started = Instant::now();
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", binary.display()));
+    let polled = tokio::time::timeout(Duration::from_secs(10), first_polls.recv()).await;
+    let _ = child.kill();
+    let _ = child.wait();
+    let polled = polled.unwrap_or_else(|_| panic!("{name} never polled for an invocation")).expect("the stand-in runs");
+    polled - started
+}
+
+/// What Lambda sets, and what template.yaml sets for every function.
+fn lambda_environment(name: &str, runtime_api: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("AWS_LAMBDA_RUNTIME_API", runtime_api.to_owned()),
+        ("AWS_LAMBDA_FUNCTION_NAME", name.to_owned()),
+        ("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST".into()),
+        ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256".into()),
+        ("AWS_LAMBDA_LOG_GROUP_NAME", format!("/aws/lambda/{name}")),
+        ("AWS_LAMBDA_LOG_STREAM_NAME", "bench".into()),
+        ("AWS_REGION", "us-east-1".into()),
+        ("AWS_ACCESS_KEY_ID", "AKIABENCH".into()),
+        ("AWS_SECRET_ACCESS_KEY", "bench-secret".into()),
+        ("AWS_SESSION_TOKEN", "bench-session".into()),
+        ("HANGAR_STORE", "dynamodb".into()),
+        ("HANGAR_TABLE", "hangar".into()),
+        ("HANGAR_BUCKET", "hangar-archives-bench".into()),
+        ("HANGAR_KMS_KEY_ID", "arn:aws:kms:us-east-1:123456789012:key/bench".into()),
+        ("RUST_LOG", "info".into()),
+    ]
+}

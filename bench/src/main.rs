@@ -1,0 +1,99 @@
+//! Hangar's benchmark harness. `bench/run` builds everything and runs `bench all`; each figure
+//! can also be run alone. Figures are printed as Markdown, for BENCHMARKS.md.
+
+mod api;
+mod cold;
+mod counting;
+mod endpoints;
+mod fake_cloud;
+mod ingest;
+mod load;
+mod local;
+mod rotation;
+mod sizes;
+mod stats;
+mod store_cost;
+mod warm;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Hangar's benchmarks; `bench/run` runs them all")]
+struct Cli {
+    #[command(subcommand)]
+    figure: Figure,
+}
+
+#[derive(Subcommand)]
+enum Figure {
+    /// Every figure, in order.
+    All {
+        /// Where `cargo lambda build --output-format zip` put the packages.
+        #[arg(long)]
+        lambda_dir: PathBuf,
+        /// Where cargo put the release binaries.
+        #[arg(long)]
+        bin_dir: PathBuf,
+        #[arg(long, default_value = "x86_64")]
+        target: String,
+        #[arg(long)]
+        moto: String,
+    },
+    /// Zipped and raw release binary sizes.
+    Sizes {
+        #[arg(long)]
+        lambda_dir: PathBuf,
+        #[arg(long, default_value = "x86_64")]
+        target: String,
+    },
+    /// Cold init against a local Runtime API stand-in.
+    Cold {
+        #[arg(long)]
+        bin_dir: PathBuf,
+    },
+    /// Warm request latency and throughput against dev-server.
+    Warm {
+        #[arg(long)]
+        bin_dir: PathBuf,
+        #[arg(long)]
+        moto: String,
+    },
+    /// Store items per request, at 100 and 10,000 modules.
+    StoreCost,
+    /// Archive ingest against raw gunzip.
+    Ingest,
+    /// A rotation run with 10,000 static roles, 100 due.
+    Rotation,
+    #[command(hide = true)]
+    IngestChild { archive: PathBuf },
+    #[command(hide = true)]
+    GunzipChild { archive: PathBuf },
+}
+
+#[tokio::main]
+async fn main() {
+    // No log subscriber: the harness's output is the figures, which a request log would drown.
+    let figures = match Cli::parse().figure {
+        Figure::All { lambda_dir, bin_dir, target, moto } => vec![
+            sizes::run(&lambda_dir, &target),
+            cold::run(&bin_dir).await,
+            warm::run(&bin_dir, &moto).await,
+            store_cost::run().await,
+            ingest::run().await,
+            rotation::run().await,
+        ],
+        Figure::Sizes { lambda_dir, target } => vec![sizes::run(&lambda_dir, &target)],
+        Figure::Cold { bin_dir } => vec![cold::run(&bin_dir).await],
+        Figure::Warm { bin_dir, moto } => vec![warm::run(&bin_dir, &moto).await],
+        Figure::StoreCost => vec![store_cost::run().await],
+        Figure::Ingest => vec![ingest::run().await],
+        Figure::Rotation => vec![rotation::run().await],
+        Figure::IngestChild { archive } => return ingest::ingest_child(archive).await,
+        Figure::GunzipChild { archive } => return ingest::gunzip_child(archive),
+    };
+    for figure in figures {
+        println!("{figure}\n");
+    }
+}
