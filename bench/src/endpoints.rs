@@ -32,7 +32,7 @@ pub fn endpoints() -> Vec<Endpoint> {
 /// exist), `AGENT_POOLS` agent pools, and an `assumed_role` role `bench` on the `aws/` mount, whose root
 /// configuration points at `aws_endpoint` (moto) or nowhere (the in-process fake).
 pub async fn seed_all_but_modules(api: &Api, admin: &str, root: &str, aws_endpoint: Option<&str>) {
-    api.publish(admin, 0, "1.0.0", small_module_archive()).await;
+    api.publish(admin, 0, "1.0.0", hangar_tests::module_archive()).await;
     api.create_agent_pools(admin, AGENT_POOLS).await;
     api.configure_aws(root, aws_endpoint).await;
     let role = json!({"credential_type": "assumed_role", "role_arns": ["arn:aws:iam::123456789012:role/bench"]});
@@ -44,19 +44,4 @@ pub async fn call(api: &Api, endpoint: &Endpoint, admin: &str, root: &str) {
     let token = if endpoint.vault { root } else { admin };
     let reply = api.send(Method::GET, &endpoint.path, token, None).await;
     assert!(reply.status.is_success(), "GET {}: {} {}", endpoint.path, reply.status, reply.body);
-}
-
-/// A two-file module, as most registry modules are small.
-pub fn small_module_archive() -> Vec<u8> {
-    let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default()));
-    for (name, body) in [
-        ("main.tf", &b"variable \"cidr\" {}\noutput \"cidr\" { value = var.cidr }\n"[..]),
-        ("README.md", b"# bench\nA module for the benchmarks.\n"),
-    ] {
-        let mut header = tar::Header::new_gnu();
-        header.set_size(body.len() as u64);
-        header.set_mode(0o644);
-        builder.append_data(&mut header, name, body).expect("a tar entry");
-    }
-    builder.into_inner().and_then(|gz| gz.finish()).expect("an archive")
 }

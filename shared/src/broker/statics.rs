@@ -6,6 +6,7 @@
 //! exists, so a role always keeps a working key. A schedule index ordered by next rotation
 //! lets a run read only what is due.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use axum::http::StatusCode;
@@ -192,11 +193,11 @@ pub async fn rotate_due(state: &AppState, limit: usize) -> Result<usize> {
         return Ok(0);
     }
     let mounts = mounts::all(state.store.as_ref()).await?;
-    let mut clouds = std::collections::HashMap::new();
+    let mut clouds = HashMap::new();
     let mut rotated = 0;
     for found in due {
         let role: StaticRole = found.parse()?;
-        let Some(mount) = mounts.iter().find(|m| m.uuid == role.mount_uuid) else { continue };
+        let mount = mounts.iter().find(|m| m.uuid == role.mount_uuid);
         match rotate(state, role, mount, &mut clouds, now).await {
             Ok(true) => rotated += 1,
             Ok(false) => {}
@@ -210,7 +211,7 @@ pub async fn rotate_due(state: &AppState, limit: usize) -> Result<usize> {
 async fn mount_cloud(
     state: &AppState,
     mount: &Mount,
-    clouds: &mut std::collections::HashMap<String, SharedCloud>,
+    clouds: &mut HashMap<String, SharedCloud>,
 ) -> Result<SharedCloud> {
     if let Some(cloud) = clouds.get(&mount.uuid) {
         return Ok(cloud.clone());
@@ -222,12 +223,13 @@ async fn mount_cloud(
 }
 
 /// Claims a due role (conditional on its schedule being unchanged) and rotates its key. A lost
-/// claim is `Ok(false)`; a failure leaves the stored key as it was and reschedules soon.
+/// claim, or a role whose mount is gone, is `Ok(false)`; a failure leaves the stored key as it
+/// was and reschedules soon.
 async fn rotate(
     state: &AppState,
     role: StaticRole,
-    mount: &Mount,
-    clouds: &mut std::collections::HashMap<String, SharedCloud>,
+    mount: Option<&Mount>,
+    clouds: &mut HashMap<String, SharedCloud>,
     now: i64,
 ) -> std::result::Result<bool, (String, BrokerError)> {
     let name = role.name.clone();
@@ -239,6 +241,7 @@ async fn rotate(
         Err(e) if e.is_condition_failed() => return Ok(false),
         other => other.map_err(|e| fail(e.into()))?,
     }
+    let Some(mount) = mount else { return Ok(false) };
     let rotated: Result<StaticRole> = async {
         let cloud = mount_cloud(state, mount, clouds).await?;
         let key = new_key(&cloud, &role.username, Some(&role.access_key)).await?;
