@@ -27,7 +27,7 @@ pub fn settings_of_bench_mount() -> CloudSettings {
 }
 
 /// Installs a fake as the client of the bench mount's root configuration.
-pub async fn install(state: &hangar::app::AppState) -> Arc<FakeCloud> {
+pub async fn install(state: &hangar::state::AppState) -> Arc<FakeCloud> {
     let fake = Arc::new(FakeCloud::default());
     state.clouds.lock().await.push((settings_of_bench_mount(), fake.clone()));
     fake

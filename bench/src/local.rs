@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use hangar::app::{routers, AppState};
+use hangar::app::routers;
+use hangar::state::AppState;
 use hangar::config::{Config, StoreKind};
 
 use crate::api::Api;
@@ -34,6 +35,7 @@ impl Local {
             ..config
         };
         let mut state = AppState::build(config, false).await.expect("Hangar's state builds");
+        hangar::bootstrap::install_tokens(&state, hangar::bootstrap::Unconfigured::Leave).await.expect("tokens install");
         let (store, counters) = CountingStore::wrap(state.store.clone());
         state.store = store;
         let cloud = crate::fake_cloud::install(&state).await;

@@ -4,7 +4,7 @@
 use aws_lambda_events::event::s3::S3Event;
 use serde::Serialize;
 
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::blobs::ObjectId;
 use crate::registry::ingest::IngestOutcome;
 
@@ -46,7 +46,7 @@ pub struct RotationSummary {
 /// publishing and webhooks recorded (repository syncs, archive fetches).
 pub async fn scheduled(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
     let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
-    let fetched = crate::registry::vcs::run_pending(state, 100).await?;
+    let fetched = crate::registry::publishing::run_pending(state, 100).await?;
     Ok(RotationSummary { rotated, revoked, vcs_work: fetched })
 }
 

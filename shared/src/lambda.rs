@@ -3,7 +3,9 @@
 
 use axum::Router;
 
-use crate::app::{init_tracing, AppState};
+use crate::app::init_tracing;
+use crate::bootstrap::{install_tokens, Unconfigured};
+use crate::state::AppState;
 use crate::blobs::{DeployedBlobs, WithS3};
 use crate::config::Config;
 
@@ -26,7 +28,9 @@ pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
     init_tracing(true);
     let mut config = Config::from_env()?;
     bootstrap_tokens_from_secrets(&mut config).await?;
-    Ok(AppState::build_with::<B>(config, false).await?)
+    let state = AppState::build_with::<B>(config, false).await?;
+    install_tokens(&state, Unconfigured::Leave).await?;
+    Ok(state)
 }
 
 /// In AWS the site-admin and root service tokens come from the Secrets Manager secrets the

@@ -6,7 +6,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use axum_server::tls_rustls::RustlsConfig;
-use hangar::app::{routers, AppState, BootError};
+use hangar::app::routers;
+use hangar::bootstrap::{install_tokens, Unconfigured};
+use hangar::state::{AppState, BootError};
 use hangar::config::{Config, StoreKind};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -91,8 +93,8 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     };
     config.public_url.get_or_insert_with(|| url.clone());
     let state = AppState::build(config, options.init).await?;
-    let generated_admin_token = bootstrap_admin_token(&state).await?;
-    let generated_root_token = bootstrap_root_token(&state).await?;
+    let generated = install_tokens(&state, Unconfigured::Generate).await?;
+    let (generated_admin_token, generated_root_token) = (generated.admin_token, generated.root_service_token);
     let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
     let router = routers::all(state);
 
@@ -118,33 +120,6 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
         (tokio::spawn(async move { serve.await }), None)
     };
     Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation })
-}
-
-/// Without `HANGAR_ADMIN_TOKEN`, the first start generates a site-admin token; only its hash
-/// is stored, and the caller prints it once.
-async fn bootstrap_admin_token(state: &AppState) -> Result<Option<String>, BootError> {
-    let store = state.store.as_ref();
-    if state.config.admin_token.is_some() || hangar::auth::admin_token_exists(store).await? {
-        return Ok(None);
-    }
-    let secret = hangar::auth::new_secret();
-    hangar::auth::install_admin_token(store, &secret).await?;
-    hangar::auth::mark_admin_token_generated(store).await?;
-    Ok(Some(secret))
-}
-
-/// Without `HANGAR_ROOT_SERVICE_TOKEN`, the first start generates the broker's root token.
-async fn bootstrap_root_token(state: &AppState) -> Result<Option<String>, BootError> {
-    use hangar::broker::tokens;
-    let store = state.store.as_ref();
-    let seal = |e: hangar::broker::BrokerError| BootError::Seal(e.to_string());
-    if state.config.root_service_token.is_some() || tokens::root_generated(store).await.map_err(seal)? {
-        return Ok(None);
-    }
-    let secret = format!("hvs.{}", hangar::ids::random_token(24));
-    tokens::install_root(store, &secret).await.map_err(seal)?;
-    tokens::mark_root_generated(store).await.map_err(seal)?;
-    Ok(Some(secret))
 }
 
 /// The scheduled job on a timer (and at once when work is recorded): what EventBridge does for

@@ -1,27 +1,13 @@
 //! Deleting an organization deletes everything it owns. Every owned item lives in the
-//! organization's partition and names, in its `satellites` attribute, the items it owns outside
-//! it (id pointers, tokens), and in `blob` an archive it owns; so the cascade is one strongly
-//! consistent walk of one partition, whatever family wrote the items.
+//! organization's partition and names the items and archive it owns outside it
+//! (`store::owned`), so the cascade is one strongly consistent walk of one partition, whatever
+//! family wrote the items.
 
 use serde_json::Value;
 
 use crate::blobs::{BlobStore, ObjectId};
-use crate::store::{keys, Condition, Item, ItemStore, Key, Query, StoreError, Write, MAX_TRANSACTION_WRITES};
-
-pub const SATELLITES: &str = "satellites";
-pub const BLOB: &str = "blob";
-
-/// The `satellites` attribute value for items owned outside the partition.
-pub fn satellites(keys: &[Key]) -> Value {
-    serde_json::to_value(keys).expect("keys serialize")
-}
-
-fn owned_keys(item: &Item) -> Vec<Key> {
-    let mut owned: Vec<Key> =
-        item.attrs.get(SATELLITES).and_then(|v| serde_json::from_value(v.clone()).ok()).unwrap_or_default();
-    owned.push(item.key.clone());
-    owned
-}
+use crate::store::owned::{owned_keys, BLOB};
+use crate::store::{keys, Condition, ItemStore, Query, StoreError, Write, MAX_TRANSACTION_WRITES};
 
 /// Deletes every item of the organization's partition but the organization item itself,
 /// their satellites and their blobs. Safe to run again after an interruption.

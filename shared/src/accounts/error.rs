@@ -2,7 +2,9 @@
 
 use axum::response::{IntoResponse, Response};
 
-use crate::api::ApiError;
+use crate::api::{ApiError, Field};
+use crate::names::NameError;
+use crate::seal::SealError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -14,30 +16,36 @@ pub enum AccountsError {
     Forbidden(String),
     /// A rule about one member of the request body was broken.
     #[error("{detail}")]
-    Invalid { pointer: String, detail: String },
+    Invalid { field: Field, detail: String },
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Seal(#[from] SealError),
 }
 
 impl AccountsError {
-    pub fn invalid(pointer: &str, detail: impl Into<String>) -> Self {
-        AccountsError::Invalid { pointer: pointer.to_owned(), detail: detail.into() }
+    pub fn invalid(field: Field, detail: impl Into<String>) -> Self {
+        AccountsError::Invalid { field, detail: detail.into() }
     }
 
-    /// The name at `pointer` belongs to another resource already.
-    pub fn taken(pointer: &str) -> Self {
-        Self::invalid(pointer, "has already been taken")
+    /// The name in `field` belongs to another resource already.
+    pub fn taken(field: Field) -> Self {
+        Self::invalid(field, "has already been taken")
+    }
+
+    /// The name in `field` breaks the name rule.
+    pub fn name(field: Field, e: NameError) -> Self {
+        Self::invalid(field, e.to_string())
     }
 }
 
 /// A workspace's agent pool that cannot be used is a problem with the workspace request.
-impl From<crate::agents::AgentsError> for AccountsError {
-    fn from(e: crate::agents::AgentsError) -> Self {
-        use crate::agents::AgentsError as E;
+impl From<crate::agents::pool::PoolError> for AccountsError {
+    fn from(e: crate::agents::pool::PoolError) -> Self {
+        use crate::agents::pool::PoolError;
         match e {
-            E::Invalid { pointer, detail } => AccountsError::Invalid { pointer, detail },
-            E::Store(e) => AccountsError::Store(e),
-            other => AccountsError::invalid("/data/relationships/agent-pool", other.to_string()),
+            PoolError::NotUsable(detail) => AccountsError::invalid(Field::RelationshipId("agent-pool"), detail),
+            PoolError::Store(e) => AccountsError::Store(e),
         }
     }
 }
@@ -47,8 +55,9 @@ impl From<AccountsError> for ApiError {
         match e {
             AccountsError::NotFound => ApiError::not_found(),
             AccountsError::Forbidden(detail) => ApiError::forbidden(detail),
-            AccountsError::Invalid { pointer, detail } => ApiError::invalid(pointer, detail),
+            AccountsError::Invalid { field, detail } => ApiError::invalid(field.pointer(), detail),
             AccountsError::Store(e) => ApiError::from(e),
+            AccountsError::Seal(e) => ApiError::from(e),
         }
     }
 }

@@ -1,9 +1,9 @@
 //! The accounts family (function `accounts`): ping, organizations, teams and their tokens,
 //! workspaces and the caller's account details, in HCP Terraform's wire format.
 
+pub mod access;
 pub mod cascade;
 mod error;
-pub(crate) mod names;
 pub mod oauth;
 pub mod organizations;
 pub(crate) mod render;

@@ -10,14 +10,14 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::cascade::{satellites, SATELLITES};
 use super::error::{AccountsError, Result};
-use super::organizations::{self, join, Organization};
+use super::access::{self, join, Organization};
+use crate::api::Field;
 use crate::api::PageRequest;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
-use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, StoreError, Write};
+use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, Write};
 
 /// Counter of VCS connections kept on the organization item, for list totals.
 pub const OAUTH_CLIENT_COUNT: &str = "oauth_client_count";
@@ -66,9 +66,7 @@ impl OAuthClient {
     }
 
     fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
-        Ok(item)
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
 
     /// How HCP Terraform names the service provider to people.
@@ -94,9 +92,7 @@ impl OAuthToken {
     }
 
     fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
-        Ok(item)
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
 }
 
@@ -141,13 +137,8 @@ fn hidden<T>(result: Result<T>) -> Result<T> {
     })
 }
 
-/// A sealer failure is a server fault; the cause goes to the log with the other 500s.
-fn seal_failure(e: crate::broker::seal::SealError) -> AccountsError {
-    AccountsError::Store(StoreError::backend(format!("VCS token sealer: {e}")))
-}
-
 fn check_provider(service_provider: Option<&str>) -> Result<&'static Provider> {
-    let pointer = "/data/attributes/service-provider";
+    let pointer = Field::Attribute("service-provider");
     let given = service_provider.ok_or_else(|| AccountsError::invalid(pointer, "`service-provider` is required."))?;
     PROVIDERS.iter().find(|p| p.id == given).ok_or_else(|| {
         let known: Vec<&str> = PROVIDERS.iter().map(|p| p.id).collect();
@@ -157,7 +148,7 @@ fn check_provider(service_provider: Option<&str>) -> Result<&'static Provider> {
 
 /// The URL given, or the provider's default; it must be an absolute http(s) URL with a host
 /// and no credentials (it is shown in every response).
-fn check_url(pointer: &str, given: Option<String>, default: Option<&str>) -> Result<String> {
+fn check_url(pointer: Field, given: Option<String>, default: Option<&str>) -> Result<String> {
     let given = given.filter(|url| !url.trim().is_empty());
     let url = match (given, default) {
         (Some(url), _) => url,
@@ -185,15 +176,15 @@ pub async fn create(
     new: NewOAuthClient,
 ) -> Result<(OAuthClient, Organization)> {
     let store = state.store.as_ref();
-    let org = hidden(organizations::authorized(store, principal, org_name, Permission::ManageModules).await)?;
+    let org = hidden(access::authorized(store, principal, org_name, Permission::ManageModules).await)?;
     let provider = check_provider(new.service_provider.as_deref())?;
     let (default_http, default_api) = provider.defaults.unzip();
-    let http_url = check_url("/data/attributes/http-url", new.http_url, default_http)?;
-    let api_url = check_url("/data/attributes/api-url", new.api_url, default_api)?;
+    let http_url = check_url(Field::Attribute("http-url"), new.http_url, default_http)?;
+    let api_url = check_url(Field::Attribute("api-url"), new.api_url, default_api)?;
     if new.name.as_ref().is_some_and(|name| name.chars().count() > NAME_MAX) {
-        return Err(AccountsError::invalid("/data/attributes/name", format!("must be at most {NAME_MAX} characters")));
+        return Err(AccountsError::invalid(Field::Attribute("name"), format!("must be at most {NAME_MAX} characters")));
     }
-    let token_pointer = "/data/attributes/oauth-token-string";
+    let token_pointer = Field::Attribute("oauth-token-string");
     let secret = new
         .oauth_token_string
         .filter(|token| !token.trim().is_empty())
@@ -217,7 +208,7 @@ pub async fn create(
         org_id: org.id.clone(),
         oauth_client_id: client.id.clone(),
         created_at: now,
-        sealed_token: state.sealer.seal(&secret).await.map_err(seal_failure)?,
+        sealed_token: state.sealer.seal(&secret).await?,
     };
     let writes = vec![
         Write::Put { item: client.to_item()?, condition: Condition::NotExists },
@@ -244,8 +235,8 @@ pub async fn get(
         Some(item) if id.starts_with("oc-") => item.parse()?,
         _ => return Err(AccountsError::NotFound),
     };
-    hidden(organizations::require(principal, &client.org_id, permission))?;
-    let org = organizations::get_by_id(store, &client.org_id).await?;
+    hidden(access::require(principal, &client.org_id, permission))?;
+    let org = access::get_by_id(store, &client.org_id).await?;
     Ok((client, org))
 }
 
@@ -256,9 +247,9 @@ pub async fn list(
     org_name: &str,
     page: &PageRequest,
 ) -> Result<(Vec<OAuthClient>, Organization, usize)> {
-    let org = hidden(organizations::visible(store, principal, org_name).await)?;
+    let org = hidden(access::visible(store, principal, org_name).await)?;
     let items = page.fetch(store, keys::oauth_clients(&org.id)).await?;
-    let clients = items.iter().map(Item::parse).collect::<Result<Vec<OAuthClient>, _>>()?;
+    let clients = parse_all::<OAuthClient>(&items)?;
     let total = store
         .get(&keys::organization(&org.id))
         .await?
@@ -289,7 +280,7 @@ pub async fn get_token(store: &dyn ItemStore, principal: &Principal, id: &str) -
         Some(item) if id.starts_with("ot-") => item.parse()?,
         _ => return Err(AccountsError::NotFound),
     };
-    hidden(organizations::require(principal, &token.org_id, Permission::Read))?;
+    hidden(access::require(principal, &token.org_id, Permission::Read))?;
     Ok(token)
 }
 
@@ -315,7 +306,7 @@ pub async fn token_for(state: &AppState, org_id: &str, oauth_token_id: &str) -> 
         service_provider: client.service_provider,
         http_url: client.http_url,
         api_url: client.api_url,
-        token: state.sealer.unseal(&token.sealed_token).await.map_err(seal_failure)?,
+        token: state.sealer.unseal(&token.sealed_token).await?,
     }))
 }
 
@@ -323,16 +314,16 @@ pub async fn token_for(state: &AppState, org_id: &str, oauth_token_id: &str) -> 
 mod tests {
     use super::*;
 
-    fn pointer(e: AccountsError) -> String {
+    fn pointer(e: AccountsError) -> Field {
         match e {
-            AccountsError::Invalid { pointer, .. } => pointer,
+            AccountsError::Invalid { field, .. } => field,
             other => panic!("expected a 422, got {other:?}"),
         }
     }
 
     #[test]
     fn urls_default_for_hosted_providers_and_are_checked_otherwise() {
-        let p = "/data/attributes/http-url";
+        let p = Field::Attribute("http-url");
         assert_eq!(check_url(p, None, Some("https://github.com")).unwrap(), "https://github.com");
         assert_eq!(check_url(p, Some(" ".into()), Some("https://github.com")).unwrap(), "https://github.com");
         assert_eq!(check_url(p, Some("http://git.example:8080/".into()), None).unwrap(), "http://git.example:8080/");
@@ -345,7 +336,7 @@ mod tests {
     fn only_the_supported_providers_are_accepted() {
         assert_eq!(check_provider(Some("gitlab_hosted")).unwrap().display_name, "GitLab");
         for bad in [None, Some("bitbucket_hosted"), Some("GitHub")] {
-            assert_eq!(pointer(check_provider(bad).map(|_| ()).unwrap_err()), "/data/attributes/service-provider");
+            assert_eq!(pointer(check_provider(bad).map(|_| ()).unwrap_err()), Field::Attribute("service-provider"));
         }
     }
 

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::organizations::Organization;
+use super::access::Organization;
 use super::teams::{Team, TeamToken};
 use super::workspaces::Workspace;
 use crate::api::Resource;

@@ -8,12 +8,14 @@ use axum::Router;
 use serde::Deserialize;
 
 use super::oauth::{self, NewOAuthClient};
+use super::access;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
 use super::workspaces::{self, Execution, NewWorkspace, WorkspaceChanges};
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
-use crate::app::{AppState, BaseUrl};
+use crate::api::BaseUrl;
+use crate::state::AppState;
 use crate::auth::{OrganizationAccess, Permission, Principal};
 use crate::config::Edition;
 
@@ -93,7 +95,7 @@ async fn show_organization(
     principal: Principal,
     Path(org): Path<String>,
 ) -> Result<Document> {
-    let org = organizations::visible(state.store.as_ref(), &principal, &org).await?;
+    let org = access::visible(state.store.as_ref(), &principal, &org).await?;
     Ok(Document::one(render::organization(&org, &principal)))
 }
 
@@ -172,7 +174,7 @@ async fn list_teams(
 
 async fn show_team(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
     let team = teams::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
-    let org = organizations::get_by_id(state.store.as_ref(), &team.org_id).await?;
+    let org = access::get_by_id(state.store.as_ref(), &team.org_id).await?;
     Ok(Document::one(render::team(&team, &org.name)))
 }
 

@@ -3,14 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::cascade::{satellites, SATELLITES};
+use crate::api::Field;
+use crate::store::owned::{satellites, SATELLITES};
 use super::error::{AccountsError, Result};
-use super::names;
-use super::organizations::{self, join, TEAM_COUNT};
+use crate::names;
+use super::access::{self, join, TEAM_COUNT};
 use crate::api::PageRequest;
 use crate::auth::{hash_secret, new_secret, OrganizationAccess, Permission, Principal, TeamGrant, TokenRecord};
 use crate::ids::new_id;
-use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{parse_all, keys, pointer, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 pub const OWNERS: &str = "owners";
 
@@ -64,9 +65,7 @@ impl Team {
     }
 
     fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&self.owned()));
-        Ok(item)
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&self.owned()))
     }
 
     /// The team's item and its id pointer, both new.
@@ -97,13 +96,13 @@ fn check_visibility(visibility: Option<String>) -> Result<String> {
     match visibility.as_deref() {
         None => Ok("secret".into()),
         Some(v @ ("secret" | "organization")) => Ok(v.to_owned()),
-        Some(_) => Err(AccountsError::invalid("/data/attributes/visibility", "must be `secret` or `organization`")),
+        Some(_) => Err(AccountsError::invalid(Field::Attribute("visibility"), "must be `secret` or `organization`")),
     }
 }
 
 pub async fn create(store: &dyn ItemStore, principal: &Principal, org_name: &str, new: NewTeam) -> Result<Team> {
-    let org = organizations::authorized(store, principal, org_name, Permission::Own).await?;
-    names::check("/data/attributes/name", &new.name, names::TEAM_NAME_MAX)?;
+    let org = access::authorized(store, principal, org_name, Permission::Own).await?;
+    names::check(&new.name, names::TEAM).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     let team = Team {
         id: new_id("team"),
         org_id: org.id.clone(),
@@ -116,7 +115,7 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, org_name: &str
     let mut writes = team.creation_writes()?;
     writes.push(join(&org.id, TEAM_COUNT, 1));
     match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) => Err(AccountsError::taken("/data/attributes/name")),
+        Err(e) if e.failed_write() == Some(0) => Err(AccountsError::taken(Field::Attribute("name"))),
         Err(e) if e.failed_write() == Some(2) => Err(AccountsError::NotFound),
         other => other.map_err(AccountsError::from),
     }?;
@@ -126,7 +125,7 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, org_name: &str
 /// The team with this id, if the principal holds `permission` in its organization.
 pub async fn get(store: &dyn ItemStore, principal: &Principal, team_id: &str, permission: Permission) -> Result<Team> {
     let team: Team = pointer::follow(store, team_id).await?.ok_or(AccountsError::NotFound)?.parse()?;
-    organizations::require(principal, &team.org_id, permission)?;
+    access::require(principal, &team.org_id, permission)?;
     Ok(team)
 }
 
@@ -136,16 +135,16 @@ pub async fn list(
     org_name: &str,
     page: &PageRequest,
 ) -> Result<(Vec<Team>, usize)> {
-    let org = organizations::visible(store, principal, org_name).await?;
+    let org = access::visible(store, principal, org_name).await?;
     let items = page.fetch(store, keys::teams(&org.id)).await?;
-    let teams = items.iter().map(Item::parse).collect::<Result<Vec<Team>, _>>()?;
+    let teams = parse_all::<Team>(&items)?;
     Ok((teams, org.team_count))
 }
 
 pub async fn delete(store: &dyn ItemStore, principal: &Principal, team_id: &str) -> Result<()> {
     let team = get(store, principal, team_id, Permission::Own).await?;
     if team.is_owners() {
-        return Err(AccountsError::invalid("", "The owners team cannot be deleted."));
+        return Err(AccountsError::invalid(Field::Document, "The owners team cannot be deleted."));
     }
     let mut writes = vec![Write::Delete { key: team.key(), condition: Condition::Exists }, pointer::remove(&team.id)];
     writes.extend(team.token.iter().map(|t| Write::Delete { key: keys::token(&t.hash), condition: Condition::Always }));
@@ -170,7 +169,7 @@ pub async fn create_token(
     let mut team = get(store, principal, team_id, Permission::Own).await?;
     let now = chrono::Utc::now();
     if new.expired_at.is_some_and(|at| at <= now) {
-        return Err(AccountsError::invalid("/data/attributes/expired-at", "must be in the future"));
+        return Err(AccountsError::invalid(Field::Attribute("expired-at"), "must be in the future"));
     }
     let secret = new_secret();
     let token = TeamToken {

@@ -4,19 +4,17 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::cascade::{satellites, SATELLITES};
 use super::error::{AccountsError, Result};
-use super::names;
-use super::organizations::{self, join, Organization, WORKSPACE_COUNT};
-use crate::agents::pools;
+use crate::names;
+use super::access::{self, join, Organization, WORKSPACE_COUNT};
+use crate::api::Field;
+use crate::agents::pool;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
-use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, Write};
+use crate::store::{parse_all, keys, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write};
 
 const AGENT: &str = "agent";
-/// Retries of a change that lost a race with another change of the same agent pool.
-const MAX_ATTEMPTS: usize = 10;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Workspace {
@@ -37,9 +35,7 @@ impl Workspace {
     }
 
     fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
-        Ok(item)
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
 }
 
@@ -67,10 +63,10 @@ fn resolve(current: (&str, Option<&str>), execution: &Execution) -> Result<(Stri
         ("remote" | "local", _) => Ok((mode, None)),
         (AGENT, Some(pool)) => Ok((mode, Some(pool))),
         (AGENT, None) => Err(AccountsError::invalid(
-            "/data/relationships/agent-pool",
+            Field::Relationship("agent-pool"),
             "execution mode `agent` needs an agent pool the workspace may use",
         )),
-        _ => Err(AccountsError::invalid("/data/attributes/execution-mode", "must be `remote`, `local` or `agent`")),
+        _ => Err(AccountsError::invalid(Field::Attribute("execution-mode"), "must be `remote`, `local` or `agent`")),
     }
 }
 
@@ -80,11 +76,11 @@ async fn pool_writes(store: &dyn ItemStore, workspace: &Workspace, from: Option<
     let mut writes = Vec::new();
     if from != to {
         if let Some(old) = from {
-            writes.extend(pools::detach(store, &workspace.org_id, old, &workspace.id).await?);
+            writes.extend(pool::detach(store, &workspace.org_id, old, &workspace.id).await?);
         }
     }
     if let Some(new) = to {
-        writes.push(pools::attach(store, &workspace.org_id, new, &workspace.id).await?);
+        writes.push(pool::attach(store, &workspace.org_id, new, &workspace.id).await?);
     }
     Ok(writes)
 }
@@ -92,16 +88,18 @@ async fn pool_writes(store: &dyn ItemStore, workspace: &Workspace, from: Option<
 /// Commits the workspace's own writes with the pool writes, built afresh on each attempt and
 /// retried when a pool changed meanwhile. A failure of an own write is the caller's to read.
 async fn commit(store: &dyn ItemStore, workspace: &Workspace, from: Option<&str>, own: Vec<Write>) -> Result<()> {
-    for _ in 0..MAX_ATTEMPTS {
+    let own = &own;
+    let committed = retry_on_race(|| async move {
         let pool = pool_writes(store, workspace, from).await?;
         let first_pool_write = own.len();
         let writes: Vec<Write> = own.iter().cloned().chain(pool).collect();
         match store.transact(writes).await {
-            Err(e) if e.failed_write().is_some_and(|i| i >= first_pool_write) => continue,
-            other => return other.map_err(AccountsError::from),
+            Err(e) if e.failed_write().is_some_and(|i| i >= first_pool_write) => Ok(None),
+            other => other.map(Some).map_err(AccountsError::from),
         }
-    }
-    Err(AccountsError::invalid("/data/relationships/agent-pool", "the agent pool is changing; retry"))
+    })
+    .await?;
+    committed.ok_or_else(|| AccountsError::invalid(Field::Relationship("agent-pool"), "the agent pool is changing; retry"))
 }
 
 pub struct NewWorkspace {
@@ -116,8 +114,8 @@ pub async fn create(
     org_name: &str,
     new: NewWorkspace,
 ) -> Result<(Workspace, Organization)> {
-    let org = organizations::authorized(store, principal, org_name, Permission::ManageWorkspaces).await?;
-    names::check("/data/attributes/name", &new.name, names::WORKSPACE_NAME_MAX)?;
+    let org = access::authorized(store, principal, org_name, Permission::ManageWorkspaces).await?;
+    names::check(&new.name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     let (execution_mode, agent_pool_id) = resolve(("remote", None), &new.execution)?;
     let workspace = Workspace {
         id: new_id("ws"),
@@ -134,7 +132,7 @@ pub async fn create(
         join(&org.id, WORKSPACE_COUNT, 1),
     ];
     commit(store, &workspace, None, own).await.map_err(|e| match e {
-        AccountsError::Store(e) if e.failed_write() == Some(0) => AccountsError::taken("/data/attributes/name"),
+        AccountsError::Store(e) if e.failed_write() == Some(0) => AccountsError::taken(Field::Attribute("name")),
         AccountsError::Store(e) if e.failed_write() == Some(2) => AccountsError::NotFound,
         other => other,
     })?;
@@ -151,7 +149,7 @@ pub struct WorkspaceChanges {
 pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
     let mut workspace = current.clone();
     if let Some(name) = changes.name {
-        names::check("/data/attributes/name", &name, names::WORKSPACE_NAME_MAX)?;
+        names::check(&name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
         workspace.name = name;
     }
     if changes.description.is_some() {
@@ -171,7 +169,7 @@ pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: Workspa
     };
     commit(store, &workspace, current.agent_pool_id.as_deref(), own).await.map_err(|e| match e {
         AccountsError::Store(e) if e.failed_write() == Some(0) && renamed => {
-            AccountsError::taken("/data/attributes/name")
+            AccountsError::taken(Field::Attribute("name"))
         }
         AccountsError::Store(e) if e.is_condition_failed() => AccountsError::NotFound,
         other => other,
@@ -190,8 +188,8 @@ pub async fn get(
         Some(item) if id.starts_with("ws-") => item.parse()?,
         _ => return Err(AccountsError::NotFound),
     };
-    organizations::require(principal, &workspace.org_id, permission)?;
-    let org = organizations::get_by_id(store, &workspace.org_id).await?;
+    access::require(principal, &workspace.org_id, permission)?;
+    let org = access::get_by_id(store, &workspace.org_id).await?;
     Ok((workspace, org))
 }
 
@@ -202,7 +200,7 @@ pub async fn get_by_name(
     name: &str,
     permission: Permission,
 ) -> Result<(Workspace, Organization)> {
-    let org = organizations::authorized(store, principal, org_name, permission).await?;
+    let org = access::authorized(store, principal, org_name, permission).await?;
     let workspace = store.get(&keys::workspace(&org.id, name)).await?.ok_or(AccountsError::NotFound)?.parse()?;
     Ok((workspace, org))
 }
@@ -213,9 +211,9 @@ pub async fn list(
     org_name: &str,
     page: &PageRequest,
 ) -> Result<(Vec<Workspace>, Organization)> {
-    let org = organizations::visible(store, principal, org_name).await?;
+    let org = access::visible(store, principal, org_name).await?;
     let items = page.fetch(store, keys::workspaces(&org.id)).await?;
-    let workspaces = items.iter().map(Item::parse).collect::<Result<Vec<Workspace>, _>>()?;
+    let workspaces = parse_all::<Workspace>(&items)?;
     Ok((workspaces, org))
 }
 

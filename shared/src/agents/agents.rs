@@ -12,13 +12,12 @@ use serde::{Deserialize, Serialize};
 use super::error::{AgentsError, Result};
 use super::pools;
 use super::tokens;
-use crate::accounts::cascade::{satellites, SATELLITES};
-use crate::accounts::organizations;
-use crate::api::{timestamp, PageRequest};
-use crate::app::AppState;
+use crate::accounts::access;
+use crate::api::{timestamp, Field, PageRequest};
+use crate::state::AppState;
 use crate::auth::{AgentGrant, Permission, Principal};
 use crate::ids::new_id;
-use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Key, Write};
+use crate::store::{keys, pointer, query_all_as, Condition, Item, ItemStore, Key, Write};
 
 pub const IDLE: &str = "idle";
 pub const BUSY: &str = "busy";
@@ -70,16 +69,13 @@ impl Agent {
     }
 
     fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
-        Ok(item)
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
 }
 
 /// Every agent of a pool.
 pub(super) async fn of_pool(store: &dyn ItemStore, org_id: &str, pool_id: &str) -> Result<Vec<Agent>> {
-    let items = query_all(store, keys::agents(org_id, pool_id)).await?;
-    Ok(items.iter().map(Item::parse).collect::<Result<_, _>>()?)
+    Ok(query_all_as(store, keys::agents(org_id, pool_id)).await?)
 }
 
 /// The slot an agent holds, as a write that frees it (if it still holds one).
@@ -159,7 +155,7 @@ pub async fn register(
 /// An agent's status report, which is also its heartbeat.
 pub async fn report(state: &AppState, grant: &AgentGrant, agent_id: &str, status: &str) -> Result<Agent> {
     if ![IDLE, BUSY, EXITED, ERRORED].contains(&status) {
-        return Err(AgentsError::invalid("/status", "status must be idle, busy, exited or errored"));
+        return Err(AgentsError::invalid(Field::Member("status"), "status must be idle, busy, exited or errored"));
     }
     let store = state.store.as_ref();
     let mut agent: Agent = match pointer::follow(store, agent_id).await? {
@@ -198,7 +194,7 @@ pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: 
         return Err(AgentsError::NotFound);
     }
     let agent: Agent = pointer::follow(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?.parse()?;
-    organizations::require(principal, &agent.org_id, permission)?;
+    access::require(principal, &agent.org_id, permission)?;
     Ok(agent)
 }
 

@@ -4,7 +4,9 @@
 use axum::http::StatusCode;
 
 use crate::accounts::AccountsError;
-use crate::api::ApiError;
+use crate::api::{ApiError, Field};
+use crate::names::NameError;
+use crate::seal::SealError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -12,7 +14,7 @@ pub enum AgentsError {
     #[error("not found")]
     NotFound,
     #[error("{detail}")]
-    Invalid { pointer: String, detail: String },
+    Invalid { field: Field, detail: String },
     #[error("{detail}")]
     InvalidParameter { parameter: String, detail: String },
     /// The agent is in a state that forbids the request (delete of a live agent).
@@ -22,11 +24,18 @@ pub enum AgentsError {
     Conflict(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+    #[error(transparent)]
+    Seal(#[from] SealError),
 }
 
 impl AgentsError {
-    pub fn invalid(pointer: &str, detail: impl Into<String>) -> Self {
-        AgentsError::Invalid { pointer: pointer.to_owned(), detail: detail.into() }
+    pub fn invalid(field: Field, detail: impl Into<String>) -> Self {
+        AgentsError::Invalid { field, detail: detail.into() }
+    }
+
+    /// The name in `field` breaks the name rule.
+    pub fn name(field: Field, e: NameError) -> Self {
+        Self::invalid(field, e.to_string())
     }
 }
 
@@ -34,8 +43,9 @@ impl From<AccountsError> for AgentsError {
     fn from(e: AccountsError) -> Self {
         match e {
             AccountsError::NotFound | AccountsError::Forbidden(_) => AgentsError::NotFound,
-            AccountsError::Invalid { pointer, detail } => AgentsError::Invalid { pointer, detail },
+            AccountsError::Invalid { field, detail } => AgentsError::Invalid { field, detail },
             AccountsError::Store(e) => AgentsError::Store(e),
+            AccountsError::Seal(e) => AgentsError::Seal(e),
         }
     }
 }
@@ -44,13 +54,14 @@ impl From<AgentsError> for ApiError {
     fn from(e: AgentsError) -> Self {
         match e {
             AgentsError::NotFound => ApiError::not_found(),
-            AgentsError::Invalid { pointer, detail } => ApiError::invalid(pointer, detail),
+            AgentsError::Invalid { field, detail } => ApiError::invalid(field.pointer(), detail),
             AgentsError::InvalidParameter { parameter, detail } => ApiError::invalid_parameter(parameter, detail),
             AgentsError::PreconditionFailed(detail) => {
                 ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition failed", detail)
             }
             AgentsError::Conflict(detail) => ApiError::conflict(detail),
             AgentsError::Store(e) => ApiError::from(e),
+            AgentsError::Seal(e) => ApiError::from(e),
         }
     }
 }

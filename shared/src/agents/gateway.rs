@@ -17,7 +17,7 @@ use serde::Deserialize;
 use super::agents;
 use super::render;
 use crate::api::{ApiError, Document};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::AgentCaller;
 
 pub fn router() -> Router<AppState> {

@@ -5,69 +5,31 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::{AgentsError, Result};
-use crate::accounts::cascade::{satellites, SATELLITES};
-use crate::accounts::names;
-use crate::accounts::organizations::{self, Organization, ACTIVE};
+pub use super::pool::AgentPool;
+use crate::api::Field;
+use crate::names;
+use crate::accounts::access::{self, Organization, ACTIVE};
 use crate::accounts::workspaces::Workspace;
 use crate::api::{timestamp, PageRequest, Relationship};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
-use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 pub const POOL_COUNT: &str = "agent_pool_count";
-const MAX_ATTEMPTS: usize = 10;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct AgentPool {
-    pub id: String,
-    pub org_id: String,
-    pub name: String,
-    pub organization_scoped: bool,
-    /// Workspaces permitted to use the pool (beyond all of them, when organization-scoped).
-    pub allowed_workspaces: Vec<String>,
-    /// Workspaces that run on the pool.
-    pub workspaces: Vec<String>,
-    pub created_at: String,
-    #[serde(default)]
-    pub revision: u64,
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct NameClaim {
     pool_id: String,
 }
 
-impl AgentPool {
-    pub fn key(&self) -> Key {
-        keys::agent_pool(&self.org_id, &self.id)
-    }
-
-    /// Whether a workspace may run on this pool.
-    pub fn allows(&self, workspace_id: &str) -> bool {
-        self.organization_scoped || self.allowed_workspaces.iter().any(|id| id == workspace_id)
-    }
-
-    pub(super) fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
-        Ok(item)
-    }
-
-    /// The pool's write, conditional on nobody having changed it since it was read.
-    pub(super) fn put_if_unchanged(&self, read_revision: u64) -> Result<Write> {
-        let mut next = self.clone();
-        next.revision = read_revision + 1;
-        Ok(Write::Put { item: next.to_item()?, condition: Condition::equals("revision", read_revision) })
-    }
-
-    fn name_claim(&self) -> Result<Write> {
-        let claim = NameClaim { pool_id: self.id.clone() };
-        Ok(Write::Put {
-            item: Item::from_value(keys::agent_pool_name(&self.org_id, &self.name), &claim)?,
-            condition: Condition::NotExists,
-        })
-    }
+/// The claim on a pool's name, written when it is created or renamed.
+fn name_claim(pool: &AgentPool) -> Result<Write> {
+    let claim = NameClaim { pool_id: pool.id.clone() };
+    Ok(Write::Put {
+        item: Item::from_value(keys::agent_pool_name(&pool.org_id, &pool.name), &claim)?,
+        condition: Condition::NotExists,
+    })
 }
 
 pub(super) async fn load(store: &dyn ItemStore, key: &Key) -> Result<AgentPool> {
@@ -86,8 +48,8 @@ pub async fn get(
         return Err(AgentsError::NotFound);
     }
     let pool: AgentPool = pointer::follow(store, id).await?.ok_or(AgentsError::NotFound)?.parse()?;
-    organizations::require(principal, &pool.org_id, permission)?;
-    let org = organizations::get_by_id(store, &pool.org_id).await?;
+    access::require(principal, &pool.org_id, permission)?;
+    let org = access::get_by_id(store, &pool.org_id).await?;
     Ok((pool, org))
 }
 
@@ -105,7 +67,7 @@ async fn allowed_workspaces(
         };
         if workspace.is_none_or(|ws| ws.org_id != org.id) {
             return Err(AgentsError::invalid(
-                &format!("/data/relationships/allowed-workspaces/data/{i}"),
+                Field::RelationshipEntry("allowed-workspaces", i),
                 format!("`{}` is not a workspace of organization {}", entry.id, org.name),
             ));
         }
@@ -129,8 +91,8 @@ pub async fn create(
     new: NewPool,
 ) -> Result<(AgentPool, Organization)> {
     let store = state.store.as_ref();
-    let org = organizations::authorized(store, principal, org_name, Permission::ManageAgentPools).await?;
-    names::check("/data/attributes/name", &new.name, names::POOL_NAME_MAX)?;
+    let org = access::authorized(store, principal, org_name, Permission::ManageAgentPools).await?;
+    names::check(&new.name, names::AGENT_POOL).map_err(|e| AgentsError::name(Field::Attribute("name"), e))?;
     let pool = AgentPool {
         id: new_id("apool"),
         org_id: org.id.clone(),
@@ -150,16 +112,16 @@ pub async fn create(
     };
     let writes = vec![
         Write::Put { item: pool.to_item()?, condition: Condition::NotExists },
-        pool.name_claim()?,
+        name_claim(&pool)?,
         pointer::create(&pool.id, &pool.key())?,
         count,
     ];
     match store.transact(writes).await {
         Err(e) if e.failed_write() == Some(1) => {
-            Err(AgentsError::invalid("/data/attributes/name", "has already been taken"))
+            Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
         }
         Err(e) if e.failed_write() == Some(3) => Err(AgentsError::invalid(
-            "/data/attributes/name",
+            Field::Attribute("name"),
             format!(
                 "organization {} already has {max} agent pool(s), the most it may have (HANGAR_MAX_AGENT_POOLS)",
                 org.name
@@ -188,9 +150,8 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<(Vec<AgentPool>, usize, usize, Organization)> {
     let store = state.store.as_ref();
-    let org = organizations::visible(store, principal, org_name).await?;
-    let all: Vec<AgentPool> =
-        query_all(store, keys::agent_pools(&org.id)).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let org = access::visible(store, principal, org_name).await?;
+    let all: Vec<AgentPool> = query_all_as(store, keys::agent_pools(&org.id)).await?;
     let total = all.len();
     let allowed_workspace = match &query.allowed_workspace_name {
         Some(name) => {
@@ -240,13 +201,14 @@ pub async fn update(
     let store = state.store.as_ref();
     let (_, org) = get(state, principal, id, Permission::ManageAgentPools).await?;
     if let Some(name) = &changes.name {
-        names::check("/data/attributes/name", name, names::POOL_NAME_MAX)?;
+        names::check(name, names::AGENT_POOL).map_err(|e| AgentsError::name(Field::Attribute("name"), e))?;
     }
     let allowed = match &changes.allowed_workspaces {
         Some(entries) => Some(allowed_workspaces(store, &org, entries).await?),
         None => None,
     };
-    for _ in 0..MAX_ATTEMPTS {
+    let (org, changes, allowed) = (&org, &changes, &allowed);
+    let updated = retry_on_race(|| async move {
         let current = load(store, &keys::agent_pool(&org.id, id)).await?;
         let mut pool = current.clone();
         if let Some(scoped) = changes.organization_scoped {
@@ -257,14 +219,14 @@ pub async fn update(
         }
         if let Some(using) = pool.workspaces.iter().find(|ws| !pool.allows(ws)) {
             return Err(AgentsError::invalid(
-                "/data/relationships/allowed-workspaces",
+                Field::Relationship("allowed-workspaces"),
                 format!("workspace {using} runs on this pool; it must stay allowed (or be moved off the pool first)"),
             ));
         }
         let mut writes = Vec::new();
         if let Some(name) = changes.name.as_ref().filter(|name| **name != current.name) {
             pool.name = name.clone();
-            writes.push(pool.name_claim()?);
+            writes.push(name_claim(&pool)?);
             let old = keys::agent_pool_name(&org.id, &current.name);
             writes.push(Write::Delete { key: old, condition: Condition::equals("pool_id", pool.id.clone()) });
         }
@@ -272,16 +234,19 @@ pub async fn update(
         match store.transact(writes).await {
             Ok(()) => {
                 pool.revision = current.revision + 1;
-                return Ok((pool, org));
+                Ok(Some(pool))
             }
-            Err(e) if e.failed_write() == Some(0) => continue,
+            Err(e) if e.failed_write() == Some(0) => Ok(None),
             Err(e) if e.failed_write() == Some(1) => {
-                return Err(AgentsError::invalid("/data/attributes/name", "has already been taken"))
+                Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => Err(e.into()),
         }
-    }
-    Err(AgentsError::Conflict("The agent pool is being changed by other requests; retry.".into()))
+    })
+    .await?;
+    let pool = updated
+        .ok_or_else(|| AgentsError::Conflict("The agent pool is being changed by other requests; retry.".into()))?;
+    Ok((pool, org.clone()))
 }
 
 /// Deletes the pool with its tokens and agents, and moves its workspaces off it.
@@ -319,35 +284,4 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
         Some(_) => AgentsError::Conflict("The agent pool changed while it was being deleted; retry.".into()),
         None => e.into(),
     })
-}
-
-/// The write that records `workspace_id` as running on the pool, after checking the pool is the
-/// organization's and lets the workspace use it. Conditional on the pool being unchanged.
-pub async fn attach(store: &dyn ItemStore, org_id: &str, pool_id: &str, workspace_id: &str) -> Result<Write> {
-    let pointer = "/data/relationships/agent-pool/data/id";
-    let pool: Option<AgentPool> = match pointer::follow(store, pool_id).await? {
-        Some(item) if pool_id.starts_with("apool-") => Some(item.parse()?),
-        _ => None,
-    };
-    let Some(mut pool) = pool.filter(|pool| pool.org_id == org_id) else {
-        return Err(AgentsError::invalid(pointer, format!("`{pool_id}` is not an agent pool of this organization")));
-    };
-    if !pool.allows(workspace_id) {
-        return Err(AgentsError::invalid(
-            pointer,
-            format!("agent pool {} is not organization-scoped and does not allow this workspace", pool.name),
-        ));
-    }
-    if !pool.workspaces.iter().any(|id| id == workspace_id) {
-        pool.workspaces.push(workspace_id.to_owned());
-    }
-    pool.put_if_unchanged(pool.revision)
-}
-
-/// The write that takes `workspace_id` off the pool, if the pool still exists.
-pub async fn detach(store: &dyn ItemStore, org_id: &str, pool_id: &str, workspace_id: &str) -> Result<Option<Write>> {
-    let Some(item) = store.get(&keys::agent_pool(org_id, pool_id)).await? else { return Ok(None) };
-    let mut pool: AgentPool = item.parse()?;
-    pool.workspaces.retain(|id| id != workspace_id);
-    Ok(Some(pool.put_if_unchanged(pool.revision)?))
 }

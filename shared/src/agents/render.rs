@@ -7,7 +7,7 @@ use super::agents::Agent;
 use super::pools::AgentPool;
 use super::tokens::AgentToken;
 use crate::api::Resource;
-use crate::app::AppState;
+use crate::state::AppState;
 
 pub fn pool(pool: &AgentPool, org_name: &str, agent_count: usize) -> Resource {
     Resource::new(

@@ -11,10 +11,10 @@ use super::agents;
 use super::pools::{self, AgentPool, NewPool, PoolChanges, PoolQuery};
 use super::render;
 use super::tokens;
-use crate::accounts::organizations::Organization;
+use crate::accounts::access::Organization;
 use crate::accounts::workspaces::Workspace;
 use crate::api::{ApiError, Document, JsonApiBody, Listing, Resource};
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::{Permission, Principal};
 use crate::store::pointer;
 

@@ -5,13 +5,12 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{AgentsError, Result};
 use super::pools::{self, AgentPool};
-use crate::accounts::cascade::{satellites, SATELLITES};
-use crate::accounts::organizations;
+use crate::accounts::access;
 use crate::api::timestamp;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::auth::{hash_secret, new_secret, AgentGrant, Permission, Principal, TokenRecord};
 use crate::ids::new_id;
-use crate::store::{keys, pointer, query_all, Condition, Item, Key, UpdateOp, Write};
+use crate::store::{keys, pointer, query_all_as, Condition, Item, Key, UpdateOp, Write};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentToken {
@@ -63,8 +62,7 @@ pub async fn create(
         principal: Principal::Agent(grant),
         created_at: token.created_at.clone(),
     };
-    let mut item = Item::from_value(token.key(), &token)?;
-    item.attrs.insert(SATELLITES.into(), satellites(&[keys::token(&token.hash), keys::id_pointer(&token.id)]));
+    let item = Item::from_value(token.key(), &token)?.with_satellites(&[keys::token(&token.hash), keys::id_pointer(&token.id)]);
     store_writes(
         state,
         &pool,
@@ -89,8 +87,7 @@ async fn store_writes(state: &AppState, pool: &AgentPool, mut writes: Vec<Write>
 
 pub async fn list(state: &AppState, principal: &Principal, pool_id: &str) -> Result<Vec<AgentToken>> {
     let (pool, _) = pools::get(state, principal, pool_id, Permission::Read).await?;
-    let items = query_all(state.store.as_ref(), keys::agent_tokens(&pool.org_id, &pool.id)).await?;
-    let mut tokens: Vec<AgentToken> = items.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let mut tokens: Vec<AgentToken> = query_all_as(state.store.as_ref(), keys::agent_tokens(&pool.org_id, &pool.id)).await?;
     tokens.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     Ok(tokens)
 }
@@ -101,7 +98,7 @@ pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: 
         return Err(AgentsError::NotFound);
     }
     let token: AgentToken = pointer::follow(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?.parse()?;
-    organizations::require(principal, &token.org_id, permission)?;
+    access::require(principal, &token.org_id, permission)?;
     Ok(token)
 }
 

@@ -99,6 +99,14 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// A secret that cannot be sealed or unsealed (a KMS outage, a damaged key file) is a server
+/// fault whatever the family: a generic 500, the cause in the log.
+impl From<crate::seal::SealError> for ApiError {
+    fn from(e: crate::seal::SealError) -> Self {
+        ApiError::internal(format_args!("sealer: {e}"))
+    }
+}
+
 impl From<crate::store::StoreError> for ApiError {
     fn from(e: crate::store::StoreError) -> Self {
         match e {

@@ -1,15 +1,19 @@
 //! The JSON:API toolkit shared by every `/api/v2` family: documents and resources, error
 //! objects, the pagination envelope, request-body and query-string parsing.
 
+mod base_url;
 mod body;
 mod document;
 mod error;
+mod field;
 mod pagination;
 mod query;
 
+pub use base_url::BaseUrl;
 pub use body::{Incoming, JsonApiBody, Relationship};
 pub use document::{Document, Resource};
 pub use error::ApiError;
+pub use field::Field;
 pub use pagination::{Listing, PageRequest, Paginated};
 pub use query::QueryParams;
 

@@ -166,14 +166,14 @@ impl Listing {
     }
 }
 
-impl axum::extract::FromRequestParts<crate::app::AppState> for Listing {
+impl axum::extract::FromRequestParts<crate::state::AppState> for Listing {
     type Rejection = ApiError;
 
     async fn from_request_parts(
         parts: &mut axum::http::request::Parts,
-        state: &crate::app::AppState,
+        state: &crate::state::AppState,
     ) -> Result<Self, Self::Rejection> {
-        let crate::app::BaseUrl(base) = crate::app::BaseUrl::from_request_parts(parts, state).await?;
+        let super::BaseUrl(base) = super::BaseUrl::from_request_parts(parts, state).await?;
         let params = QueryParams::from_request_parts(parts, state).await?;
         let page = PageRequest::from_query(&params)?;
         Ok(Listing { url: format!("{base}{}", parts.uri.path()), params, page })

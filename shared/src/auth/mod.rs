@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamGrant};
 
 use crate::api::ApiError;
-use crate::app::AppState;
+use crate::state::AppState;
 use crate::ids::random_token;
 use crate::store::{keys, Condition, Item, ItemStore, Key, StoreError};
 

@@ -1,28 +1,18 @@
 //! Local blobs: files under the data directory, reached through links signed with HMAC-SHA256
-//! over the method, object id and expiry. dev-server serves the links with [`object_routes`]:
-//! a bad or expired signature is a 403, a body over the size cap a 413, and an upload is
-//! written to a temporary file and renamed into place only once complete.
+//! over the method, object id and expiry. dev-server serves the links (the HTTP side lives with
+//! the routers, `app::objects`); an upload is written to a temporary file and renamed into place
+//! only once complete.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use axum::body::Body;
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path as UrlPath, Query, State};
-use axum::http::{header, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use futures::StreamExt;
 use hmac::{Hmac, Mac};
-use serde::Deserialize;
 use sha2::Sha256;
 use tokio::io::AsyncWriteExt;
 
-use super::{BlobError, BlobReader, BlobStore, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
-use crate::api::ApiError;
+use super::{BlobError, BlobReader, BlobStore, ObjectId};
 
 const KEY_FILE: &str = "blob-signing.key";
 
@@ -93,12 +83,49 @@ impl LocalBlobs {
     }
 
     /// Whether a link's signature is this store's and has not expired (constant-time compare).
-    fn verify(&self, method: &str, id: &ObjectId, link: &Signed) -> bool {
-        let Ok(presented) = hex::decode(&link.signature) else { return false };
+    pub fn verify(&self, method: &str, id: &ObjectId, expires: i64, signature: &str) -> bool {
+        let Ok(presented) = hex::decode(signature) else { return false };
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.signing_key).expect("HMAC takes keys of any length");
-        mac.update(format!("{method}\n{id}\n{}", link.expires).as_bytes());
-        link.expires > chrono::Utc::now().timestamp() && mac.verify_slice(&presented).is_ok()
+        mac.update(format!("{method}\n{id}\n{expires}").as_bytes());
+        expires > chrono::Utc::now().timestamp() && mac.verify_slice(&presented).is_ok()
     }
+
+    /// Stores an uploaded stream as the object: written to a temporary file and renamed into
+    /// place only once complete, so no partial object is ever visible; over the size cap it
+    /// stops at once with [`BlobError::TooLarge`].
+    pub async fn receive<S, E>(&self, id: &ObjectId, body: S) -> Result<(), BlobError>
+    where
+        S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+        E: std::fmt::Display,
+    {
+        let temp = self.dir.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
+        let result = match write_capped(&temp, body, self.max_upload_bytes).await {
+            Ok(()) => tokio::fs::rename(&temp, self.path(id)).await.map_err(BlobError::backend),
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        result
+    }
+}
+
+async fn write_capped<S, E>(path: &Path, mut body: S, cap: u64) -> Result<(), BlobError>
+where
+    S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let mut file = tokio::fs::File::create(path).await.map_err(BlobError::backend)?;
+    let mut written: u64 = 0;
+    while let Some(chunk) = body.next().await {
+        let chunk = chunk.map_err(|e| BlobError::Interrupted(e.to_string()))?;
+        written += chunk.len() as u64;
+        if written > cap {
+            return Err(BlobError::TooLarge { limit: cap });
+        }
+        file.write_all(&chunk).await.map_err(BlobError::backend)?;
+    }
+    file.sync_all().await.map_err(BlobError::backend)
 }
 
 #[async_trait]
@@ -160,104 +187,3 @@ impl BlobStore for LocalBlobs {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct Signed {
-    expires: i64,
-    signature: String,
-}
-
-/// `PUT` and `GET /object/{id}` for signed links, accepting every validly signed upload.
-pub fn object_routes(blobs: LocalBlobs) -> Router {
-    object_routes_with_hooks(blobs, Arc::new(AcceptAll))
-}
-
-/// The same, with `hooks` deciding whether an upload is wanted and told when one is stored.
-pub fn object_routes_with_hooks(blobs: LocalBlobs, hooks: Arc<dyn UploadHooks>) -> Router {
-    Router::new().route("/object/{id}", get(download).put(upload)).with_state(Links { blobs, hooks })
-}
-
-#[derive(Clone)]
-struct Links {
-    blobs: LocalBlobs,
-    hooks: Arc<dyn UploadHooks>,
-}
-
-struct AcceptAll;
-
-#[async_trait]
-impl UploadHooks for AcceptAll {
-    async fn accepts(&self, _: &ObjectId) -> bool {
-        true
-    }
-
-    async fn uploaded(&self, _: &ObjectId) {}
-}
-
-fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, ApiError> {
-    let id = ObjectId::parse(id).ok_or_else(ApiError::not_found)?;
-    match link {
-        Some(Query(link)) if blobs.verify(method, &id, &link) => Ok(id),
-        _ => Err(ApiError::forbidden("The link's signature is invalid or has expired.")),
-    }
-}
-
-async fn download(
-    State(Links { blobs, .. }): State<Links>,
-    UrlPath(id): UrlPath<String>,
-    link: Result<Query<Signed>, QueryRejection>,
-) -> Result<Response, ApiError> {
-    let id = authorize(&blobs, "GET", &id, link.ok())?;
-    match blobs.open(&id).await {
-        Ok(reader) => {
-            let body = Body::from_stream(tokio_util::io::ReaderStream::new(reader));
-            Ok(([(header::CONTENT_TYPE, UPLOAD_CONTENT_TYPE)], body).into_response())
-        }
-        Err(BlobError::NotFound) => Err(ApiError::not_found()),
-        Err(e) => Err(ApiError::internal(e)),
-    }
-}
-
-async fn upload(
-    State(Links { blobs, hooks }): State<Links>,
-    UrlPath(id): UrlPath<String>,
-    link: Result<Query<Signed>, QueryRejection>,
-    body: Body,
-) -> Result<StatusCode, ApiError> {
-    let id = authorize(&blobs, "PUT", &id, link.ok())?;
-    if !hooks.accepts(&id).await {
-        return Err(ApiError::conflict("This upload link has been used: its version already has an archive."));
-    }
-    receive(&blobs, &id, body).await?;
-    hooks.uploaded(&id).await;
-    Ok(StatusCode::OK)
-}
-
-/// Streams the body into a temporary file and renames it into place once complete; any
-/// failure removes the temporary file, so no partial object is ever visible.
-async fn receive(blobs: &LocalBlobs, id: &ObjectId, body: Body) -> Result<(), ApiError> {
-    let temp = blobs.dir.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
-    let result = match write_capped(&temp, body, blobs.max_upload_bytes).await {
-        Ok(()) => tokio::fs::rename(&temp, blobs.path(id)).await.map_err(ApiError::internal),
-        Err(e) => Err(e),
-    };
-    if result.is_err() {
-        let _ = tokio::fs::remove_file(&temp).await;
-    }
-    result
-}
-
-async fn write_capped(path: &Path, body: Body, cap: u64) -> Result<(), ApiError> {
-    let mut file = tokio::fs::File::create(path).await.map_err(ApiError::internal)?;
-    let mut stream = body.into_data_stream();
-    let mut written: u64 = 0;
-    while let Some(chunk) = stream.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("upload interrupted: {e}")))?;
-        written += chunk.len() as u64;
-        if written > cap {
-            let detail = format!("The upload exceeds the limit of {cap} bytes.");
-            return Err(ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", detail));
-        }
-        file.write_all(&chunk).await.map_err(ApiError::internal)?;
-    }
-    file.sync_all().await.map_err(ApiError::internal)
-}

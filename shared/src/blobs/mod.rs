@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use tokio::io::AsyncRead;
 
 pub use deployed::{DeployedBlobs, WithS3, WithoutBlobs};
-pub use local::{object_routes, object_routes_with_hooks, signing_key, LocalBlobs};
+pub use local::{signing_key, LocalBlobs};
 pub use s3::S3Blobs;
 
 /// The content type archives are uploaded and served with. Upload links also take a PUT with
@@ -63,6 +63,12 @@ pub enum BlobError {
     NotFound,
     #[error("blob store error: {0}")]
     Backend(String),
+    /// An upload went over the size cap (local links only: S3 enforces its own).
+    #[error("upload exceeds the limit of {limit} bytes")]
+    TooLarge { limit: u64 },
+    /// The uploading client stopped sending before the body was complete.
+    #[error("upload interrupted: {0}")]
+    Interrupted(String),
 }
 
 impl BlobError {

@@ -1,6 +1,8 @@
 //! A mount's `config/root` (the cloud account's credentials and endpoints; the secret key is
-//! sealed at rest and never returned) and `config/lease`.
+//! sealed at rest and never returned), the AWS client it yields, the rotation of its key
+//! (`config/rotate-root`), and `config/lease`.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -9,9 +11,9 @@ use serde_json::{json, Map, Value};
 use super::error::{BrokerError, Result};
 use super::mounts::Mount;
 use super::{duration, template};
-use crate::app::AppState;
-use crate::aws::CloudSettings;
+use crate::aws::{CloudSettings, SharedCloud};
 use crate::config::Edition;
+use crate::state::AppState;
 use crate::store::{keys, Condition, Item};
 
 /// What Vault's lease defaults to when `config/lease` was never written (its system TTL).
@@ -139,7 +141,7 @@ pub fn root_data(config: &RootConfig, edition: Edition) -> Value {
 
 /// The AWS client for a mount's root configuration, built once per process and per distinct
 /// configuration (a `config/root` write yields new settings, hence a new client).
-pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<crate::aws::SharedCloud> {
+pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<SharedCloud> {
     let settings = cloud_settings(state, config).await?;
     let mut clients = state.clouds.lock().await;
     if let Some((_, cloud)) = clients.iter().find(|(known, _)| *known == settings) {
@@ -152,6 +154,56 @@ pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<crate::aws::
     }
     clients.push((settings, cloud.clone()));
     Ok(cloud)
+}
+
+/// The AWS client of a mount, and the root configuration it was built from.
+pub async fn mount_cloud(state: &AppState, mount: &Mount) -> Result<(SharedCloud, RootConfig)> {
+    let config = root(state, mount).await?;
+    Ok((cloud(state, &config).await?, config))
+}
+
+/// The AWS clients of the mounts one run goes through (the scheduled rotation): each mount's
+/// root configuration is read and unsealed once per run, not once per role.
+#[derive(Default)]
+pub struct MountClouds(HashMap<String, SharedCloud>);
+
+impl MountClouds {
+    pub async fn get(&mut self, state: &AppState, mount: &Mount) -> Result<SharedCloud> {
+        if let Some(cloud) = self.0.get(&mount.uuid) {
+            return Ok(cloud.clone());
+        }
+        let (cloud, _) = mount_cloud(state, mount).await?;
+        self.0.insert(mount.uuid.clone(), cloud.clone());
+        Ok(cloud)
+    }
+}
+
+/// `config/rotate-root`: a new key for the engine's own user, stored, then the old one deleted.
+/// Returns the new key's id.
+pub async fn rotate_root(state: &AppState, mount: &Mount) -> Result<String> {
+    let (cloud, mut root) = mount_cloud(state, mount).await?;
+    if root.access_key.is_empty() {
+        return Err(BrokerError::invalid("rotate-root needs static credentials in config/root"));
+    }
+    let user = cloud.get_user(None).await?;
+    let keys = cloud.list_access_keys(Some(&user.name)).await?;
+    if keys.len() > 1 {
+        return Err(BrokerError::invalid(format!(
+            "IAM user {} has {} access keys; rotate-root needs the engine's key to be its only one",
+            user.name,
+            keys.len()
+        )));
+    }
+    let new = cloud.create_access_key(Some(&user.name)).await?;
+    let old = std::mem::replace(&mut root.access_key, new.id.clone());
+    root.sealed_secret_key = Some(state.sealer.seal(&new.secret).await?);
+    let stored = Item::from_value(keys::mount_config(&mount.uuid, "root"), &root)?;
+    state.store.put(stored, Condition::Always).await?;
+    // The old key goes only once the new one is stored; until then both work.
+    if let Err(e) = cloud.delete_access_key(Some(&user.name), &old).await {
+        tracing::warn!(error = %e, "the previous root key could not be deleted");
+    }
+    Ok(new.id)
 }
 
 /// How the engine reaches AWS: static keys when configured, else the default credential chain.

@@ -83,8 +83,8 @@ impl From<crate::aws::CloudError> for BrokerError {
     }
 }
 
-impl From<crate::broker::seal::SealError> for BrokerError {
-    fn from(e: crate::broker::seal::SealError) -> Self {
+impl From<crate::seal::SealError> for BrokerError {
+    fn from(e: crate::seal::SealError) -> Self {
         BrokerError::Internal(e.to_string())
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::error::BrokerError;
 use super::tokens::{self, ServiceToken};
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// A Vault response: `{request_id, lease_id, renewable, lease_duration, data, wrap_info,
 /// warnings, auth}`.
@@ -56,12 +56,13 @@ impl VaultResponse {
         Ok(Self::data(json!({ "keys": keys })))
     }
 
-    /// Fields placed at the top level too, where the spec asks for no `data` wrapper.
-    pub fn with_top_level(mut self, fields: &Map<String, Value>) -> Self {
-        for (name, value) in fields {
-            self.0.insert(name.clone(), value.clone());
-        }
-        self
+    /// `data` whose fields are at the top level too, where the spec asks for no `data` wrapper
+    /// (and older clients read them); Vault clients look in `data`.
+    pub fn top_level(fields: Value) -> Self {
+        let map = fields.as_object().cloned().unwrap_or_default();
+        let mut response = Self::data(fields);
+        response.0.extend(map);
+        response
     }
 }
 
@@ -123,6 +124,22 @@ impl FromRequestParts<AppState> for Caller {
 /// A request body as Vault reads it: JSON whatever the `Content-Type` (curl's `-d` sends a form
 /// type, and Vault clients do not all set one); empty is none.
 pub struct VaultBody(pub Option<Value>);
+
+impl VaultBody {
+    /// The body as a JSON object (none, or `null`, is an empty one).
+    pub fn object(&self) -> Result<Map<String, Value>, BrokerError> {
+        object(self.0.as_ref())
+    }
+}
+
+/// A request body as a JSON object: none, or `null`, is an empty one.
+pub fn object(body: Option<&Value>) -> Result<Map<String, Value>, BrokerError> {
+    match body {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map.clone()),
+        Some(_) => Err(BrokerError::invalid("the request body must be a JSON object")),
+    }
+}
 
 impl<S: Send + Sync> axum::extract::FromRequest<S> for VaultBody {
     type Rejection = BrokerError;

@@ -12,13 +12,11 @@ use axum::Router;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::config;
 use super::error::{BrokerError, Result};
 use super::http::{Caller, VaultBody, VaultResponse};
 use super::mounts::{self, Mount};
-use super::policies;
-use super::sys::object;
-use crate::app::AppState;
+use super::{config, duration, policies, schedule};
+use crate::state::AppState;
 use crate::store::{keys, Condition, Index, Item, UpdateOp};
 
 const EXPIRY_PARTITION: &str = "BLEASES";
@@ -37,7 +35,7 @@ pub struct Lease {
 
 fn item(lease: &Lease) -> Result<Item> {
     let item = Item::from_value(keys::mount_lease(&lease.mount_uuid, &lease.id), lease)?;
-    Ok(item.with_index(Index::Gsi1, EXPIRY_PARTITION, super::schedule_sort_key(lease.expire_at, &lease.id)))
+    Ok(item.with_index(Index::Gsi1, EXPIRY_PARTITION, schedule::sort_key(lease.expire_at, &lease.id)))
 }
 
 /// Records a lease for a created IAM user; returns its id.
@@ -67,8 +65,7 @@ async fn find(state: &AppState, lease_id: &str) -> Result<Option<(Mount, Lease)>
 
 /// Deletes the lease's IAM user and the lease.
 pub async fn revoke(state: &AppState, mount: &Mount, lease: &Lease) -> Result<()> {
-    let root = config::root(state, mount).await?;
-    let cloud = config::cloud(state, &root).await?;
+    let (cloud, _) = config::mount_cloud(state, mount).await?;
     cloud.delete_user(&lease.user).await?;
     state.store.delete(&keys::mount_lease(&mount.uuid, &lease.id), Condition::Always).await?;
     Ok(())
@@ -83,10 +80,20 @@ pub async fn revoke_all(state: &AppState, mount: &Mount) -> Result<()> {
     Ok(())
 }
 
+/// Unmounts a path: revokes its leases, then removes its configuration, roles and leases.
+pub async fn unmount(state: &AppState, path: &str) -> Result<()> {
+    let path = mounts::normalize(path)?;
+    if let Some(mount) = mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.path == path) {
+        revoke_all(state, &mount).await?;
+        mounts::delete(state.store.as_ref(), &path).await?;
+    }
+    Ok(())
+}
+
 /// Revokes up to `limit` leases whose time has come; returns how many.
 pub async fn revoke_expired(state: &AppState, limit: usize) -> Result<usize> {
     let now = chrono::Utc::now().timestamp();
-    let due = super::due(state.store.as_ref(), EXPIRY_PARTITION, now, limit).await?;
+    let due = schedule::due(state.store.as_ref(), EXPIRY_PARTITION, now, limit).await?;
     if due.is_empty() {
         return Ok(0);
     }
@@ -117,7 +124,7 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 fn lease_id(body: VaultBody) -> Result<String> {
-    let body = object(body)?;
+    let body = body.object()?;
     body.get("lease_id")
         .and_then(Value::as_str)
         .map(str::to_owned)
@@ -146,7 +153,7 @@ async fn lookup(State(state): State<AppState>, caller: Caller, body: VaultBody) 
 
 async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
     policies::require(state.store.as_ref(), &caller.0, "sys/leases/renew", "update").await?;
-    let body = object(body)?;
+    let body = body.object()?;
     let id = body
         .get("lease_id")
         .and_then(Value::as_str)
@@ -156,9 +163,7 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
         find(&state, &id).await?.ok_or_else(|| BrokerError::invalid("lease not found or lease is not renewable"))?;
     let limits = config::lease(&state, &mount).await?;
     let increment = match body.get("increment").filter(|v| !v.is_null()) {
-        Some(value) => {
-            super::duration::parse(value).map_err(|e| BrokerError::invalid(format!("increment: {e}")))?.as_secs()
-        }
+        Some(value) => duration::parse(value).map_err(|e| BrokerError::invalid(format!("increment: {e}")))?.as_secs(),
         None => limits.lease,
     };
     let now = chrono::Utc::now().timestamp();
@@ -169,7 +174,7 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
     let ops = vec![
         UpdateOp::set("expire_at", lease.expire_at),
         UpdateOp::set("last_renewal", now),
-        UpdateOp::set(Index::Gsi1.key_attrs().1, super::schedule_sort_key(lease.expire_at, &lease.id)),
+        UpdateOp::set(Index::Gsi1.key_attrs().1, schedule::sort_key(lease.expire_at, &lease.id)),
     ];
     state.store.update(&previous, ops, Condition::Exists).await?;
     Ok(VaultResponse::leased(Value::Null, &lease.id, (lease.expire_at - now).max(0) as u64, true))

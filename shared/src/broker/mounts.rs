@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::error::{BrokerError, Result};
-use crate::store::{keys, query_all, Condition, Item, ItemStore, Write, MAX_TRANSACTION_WRITES};
+use crate::store::{keys, query_all, Condition, Item, ItemStore, Query, Write, MAX_TRANSACTION_WRITES};
 
 pub const DEFAULT_MOUNT: &str = "aws";
 pub const AWS: &str = "aws";
@@ -105,7 +105,14 @@ pub async fn create(store: &dyn ItemStore, path: &str, kind: &str, description: 
     }
 }
 
-/// Removes a mount and everything it holds; `revoke` is called for each of its leases first.
+/// The `name` of every item a query of a mount's partition finds (its roles, its static roles):
+/// what a LIST answers.
+pub async fn names(store: &dyn ItemStore, query: Query) -> Result<Vec<String>> {
+    let items = query_all(store, query).await?;
+    Ok(items.iter().filter_map(|item| item.attrs.get("name").and_then(Value::as_str).map(str::to_owned)).collect())
+}
+
+/// Removes a mount and everything it holds; its leases are revoked first (`leases::unmount`).
 pub async fn delete(store: &dyn ItemStore, path: &str) -> Result<Option<Mount>> {
     let path = normalize(path)?;
     ensure_default(store).await?;

@@ -12,6 +12,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::duration;
+use super::error::{BrokerError, Result};
+use super::mounts::{self, Mount};
+use crate::store::{keys, Condition, Item, ItemStore};
 
 /// How a role's credentials are made: an IAM user, or one of three STS calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -261,6 +264,36 @@ pub fn to_data(role: &Role) -> Value {
         "permissions_boundary_arn": role.permissions_boundary_arn.as_deref().unwrap_or(""),
         "mfa_serial_number": role.mfa_serial_number.as_deref().unwrap_or(""),
     })
+}
+
+/// A stored role, or what keeps it from validating now (a read shows it as `invalid_data`).
+pub async fn load(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Option<Result<Role, String>>> {
+    let Some(item) = store.get(&keys::mount_role(&mount.uuid, name)).await? else { return Ok(None) };
+    let role = match item.parse::<Role>() {
+        Ok(role) => validate(&role).map(|()| role),
+        Err(e) => Err(e.to_string()),
+    };
+    Ok(Some(role))
+}
+
+/// The names of a mount's roles.
+pub async fn list(store: &dyn ItemStore, mount: &Mount) -> Result<Vec<String>> {
+    mounts::names(store, keys::mount_roles(&mount.uuid)).await
+}
+
+/// Writes `roles/:name`: `body` merged over the stored role (a stored role that no longer
+/// validates is replaced, not merged).
+pub async fn write(store: &dyn ItemStore, mount: &Mount, name: &str, body: &Map<String, Value>) -> Result<()> {
+    let existing = load(store, mount, name).await?.and_then(|role| role.ok());
+    let role = apply(name, existing.as_ref(), body).map_err(BrokerError::invalid)?;
+    let item = Item::from_value(keys::mount_role(&mount.uuid, name), &role)?;
+    store.put(item, Condition::Always).await?;
+    Ok(())
+}
+
+/// Deletes a role; false when there was none.
+pub async fn delete(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<bool> {
+    Ok(store.delete(&keys::mount_role(&mount.uuid, name), Condition::Always).await?.is_some())
 }
 
 struct Problems<'a> {

@@ -3,7 +3,6 @@
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
@@ -11,8 +10,8 @@ use serde_json::{json, Map, Value};
 
 use super::error::{BrokerError, Result};
 use super::http::{is_list, Caller, VaultBody, VaultResponse};
-use super::{duration, mounts, policies, tokens};
-use crate::app::AppState;
+use super::{duration, leases, mounts, policies, tokens};
+use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -27,15 +26,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/auth/token/revoke-self", post(revoke_self).put(revoke_self))
 }
 
-/// The request body as a JSON object (an empty body is an empty object).
-pub(super) fn object(body: VaultBody) -> Result<Map<String, Value>> {
-    match body.0 {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(map)) => Ok(map),
-        Some(_) => Err(BrokerError::invalid("the request body must be a JSON object")),
-    }
-}
-
 async fn authorize(state: &AppState, caller: &Caller, path: &str, capability: &str) -> Result<()> {
     policies::require(state.store.as_ref(), &caller.0, path, capability).await
 }
@@ -48,7 +38,7 @@ async fn list_mounts(State(state): State<AppState>, caller: Caller) -> Result<Va
         .map(|m| (format!("{}/", m.path), mounts::describe(m)))
         .collect();
     // Vault returns the mounts both in `data` and at the top level; older clients read the latter.
-    Ok(VaultResponse::data(Value::Object(mounts.clone())).with_top_level(&mounts))
+    Ok(VaultResponse::top_level(Value::Object(mounts)))
 }
 
 async fn show_mount(State(state): State<AppState>, caller: Caller, Path(path): Path<String>) -> Result<VaultResponse> {
@@ -74,7 +64,7 @@ async fn create_mount(
     body: VaultBody,
 ) -> Result<StatusCode> {
     authorize(&state, &caller, &format!("sys/mounts/{}", path.trim_matches('/')), "create").await?;
-    let request: MountRequest = serde_json::from_value(Value::Object(object(body)?))
+    let request: MountRequest = serde_json::from_value(Value::Object(body.object()?))
         .map_err(|e| BrokerError::invalid(format!("invalid mount request: {e}")))?;
     mounts::create(state.store.as_ref(), &path, &request.kind, &request.description).await?;
     Ok(StatusCode::NO_CONTENT)
@@ -82,7 +72,7 @@ async fn create_mount(
 
 async fn delete_mount(State(state): State<AppState>, caller: Caller, Path(path): Path<String>) -> Result<StatusCode> {
     authorize(&state, &caller, &format!("sys/mounts/{}", path.trim_matches('/')), "delete").await?;
-    super::unmount(&state, &path).await?;
+    leases::unmount(&state, &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -98,12 +88,10 @@ async fn list_policies(
     VaultResponse::keys(policies::names(state.store.as_ref()).await?)
 }
 
-async fn list_policies_legacy(State(state): State<AppState>, caller: Caller) -> Result<Response> {
+async fn list_policies_legacy(State(state): State<AppState>, caller: Caller) -> Result<VaultResponse> {
     authorize(&state, &caller, "sys/policy", "read").await?;
     let names = policies::names(state.store.as_ref()).await?;
-    let top = json!({ "policies": names, "keys": names });
-    let top = top.as_object().cloned().unwrap_or_default();
-    Ok(VaultResponse::data(Value::Object(top.clone())).with_top_level(&top).into_response())
+    Ok(VaultResponse::top_level(json!({ "policies": names, "keys": names })))
 }
 
 async fn show_policy(State(state): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<VaultResponse> {
@@ -119,9 +107,7 @@ async fn show_policy_legacy(
 ) -> Result<VaultResponse> {
     authorize(&state, &caller, &format!("sys/policy/{name}"), "read").await?;
     let policy = policies::load(state.store.as_ref(), &name).await?.ok_or(BrokerError::NotFound)?;
-    let top = json!({ "name": policy.name, "rules": policy.policy });
-    let top = top.as_object().cloned().unwrap_or_default();
-    Ok(VaultResponse::data(Value::Object(top.clone())).with_top_level(&top))
+    Ok(VaultResponse::top_level(json!({ "name": policy.name, "rules": policy.policy })))
 }
 
 async fn write_policy(
@@ -131,7 +117,7 @@ async fn write_policy(
     body: VaultBody,
 ) -> Result<StatusCode> {
     authorize(&state, &caller, &format!("sys/policies/acl/{name}"), "update").await?;
-    let body = object(body)?;
+    let body = body.object()?;
     // `policy` is the current field; the older `sys/policy` endpoint took `rules`.
     let text = body.get("policy").or_else(|| body.get("rules")).and_then(Value::as_str);
     let text = text.ok_or_else(|| BrokerError::invalid("'policy' parameter not supplied or empty"))?;
@@ -147,7 +133,7 @@ async fn delete_policy(State(state): State<AppState>, caller: Caller, Path(name)
 
 async fn create_token(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
     authorize(&state, &caller, "auth/token/create", "update").await?;
-    let body = object(body)?;
+    let body = body.object()?;
     let policies = match body.get("policies") {
         None | Some(Value::Null) => None,
         Some(Value::Array(items)) => Some(items.iter().filter_map(Value::as_str).map(str::to_owned).collect()),

@@ -5,7 +5,9 @@ use axum::http::StatusCode;
 
 use crate::accounts::AccountsError;
 use crate::api::ApiError;
+use crate::seal::SealError;
 use crate::store::StoreError;
+use crate::vcs::VcsError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RegistryError {
@@ -28,6 +30,17 @@ pub enum RegistryError {
     Store(#[from] StoreError),
     #[error("blob store: {0}")]
     Blobs(#[from] crate::blobs::BlobError),
+    /// A stored secret could not be sealed or unsealed: KMS or the key file failed, which is
+    /// the server's problem, not a conflict with the request.
+    #[error("seal: {0}")]
+    Seal(#[from] SealError),
+    /// The repository's provider failed or answered something unusable. Callers that can tell
+    /// the user something better (a missing commit, an unreadable repository) match first.
+    #[error("VCS provider: {0}")]
+    Vcs(#[from] VcsError),
+    /// Work handed to a blocking thread panicked or was cancelled.
+    #[error("background task: {0}")]
+    Task(#[from] tokio::task::JoinError),
 }
 
 impl RegistryError {
@@ -40,8 +53,9 @@ impl From<AccountsError> for RegistryError {
     fn from(e: AccountsError) -> Self {
         match e {
             AccountsError::NotFound | AccountsError::Forbidden(_) => RegistryError::NotFound,
-            AccountsError::Invalid { pointer, detail } => RegistryError::Invalid { pointer, detail },
+            AccountsError::Invalid { field, detail } => RegistryError::Invalid { pointer: field.pointer(), detail },
             AccountsError::Store(e) => RegistryError::Store(e),
+            AccountsError::Seal(e) => RegistryError::Seal(e),
         }
     }
 }
@@ -59,6 +73,9 @@ impl From<RegistryError> for ApiError {
             }
             RegistryError::Store(e) => ApiError::from(e),
             RegistryError::Blobs(e) => ApiError::internal(e),
+            RegistryError::Seal(e) => ApiError::internal(e),
+            RegistryError::Vcs(e) => ApiError::internal(e),
+            RegistryError::Task(e) => ApiError::internal(e),
         }
     }
 }

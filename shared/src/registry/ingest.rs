@@ -11,10 +11,11 @@ use serde::Serialize;
 
 use super::error::{RegistryError, Result};
 use super::modules::modify;
-use super::versions::{ModuleVersion, PendingUpload, FAILED, OK, PENDING};
-use crate::app::AppState;
+use super::status::{FAILED, OK, PENDING};
+use super::versions::{ModuleVersion, PendingUpload};
 use crate::archive::{self, ArchiveSummary};
 use crate::blobs::{BlobError, ObjectId, UploadHooks};
+use crate::state::AppState;
 use crate::store::{keys, Condition, Write};
 
 /// How much of a README a version keeps (items must stay well under DynamoDB's 400 KB).

@@ -1,15 +1,20 @@
 //! The private module registry: its management API (function `registry-api`), the ingest of
 //! uploaded archives (function `registry-ingest`), and the registry protocol that
 //! `terraform init` speaks (function `registry-protocol`).
+//!
+//! Layers, each importing only those below it: `routes` → `publishing` (modules from a VCS
+//! repository) → the core (`ingest` → `versions` → `modules`) → `names`, `status`, `error`.
+//! `protocol` reads the core; `render` turns core records into resources for `routes`.
 
 mod error;
 pub mod ingest;
 pub mod modules;
 pub mod names;
 pub mod protocol;
+pub mod publishing;
 mod render;
 mod routes;
-pub mod vcs;
+pub mod status;
 pub mod versions;
 
 pub use error::RegistryError;

@@ -5,17 +5,21 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{RegistryError, Result};
 use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
-use crate::accounts::cascade::{satellites, SATELLITES};
-use crate::accounts::organizations::{self, join, Organization};
+use super::status::OK;
+use crate::accounts::access::{self, join, Organization};
 use crate::api::{timestamp, PageRequest};
-use crate::app::AppState;
 use crate::auth::{Permission, Principal};
 use crate::config::Edition;
 use crate::ids::new_id;
+use crate::state::AppState;
 use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Key, Write};
 
 pub const PRIVATE_COUNT: &str = "private_module_count";
 pub const PUBLIC_COUNT: &str = "public_module_count";
+/// `publishing_mechanism` of a module that publishes a version for each tag of its repository.
+pub const TAGS: &str = "git_tag";
+/// `publishing_mechanism` of a module whose versions are made by hand from a branch's commits.
+pub const BRANCH: &str = "branch";
 /// Retries of a change that lost a race with another change of the same module.
 const MAX_ATTEMPTS: usize = 10;
 
@@ -59,7 +63,7 @@ pub struct Module {
     pub publishing_mechanism: Option<String>,
     /// The repository of a module published from VCS.
     #[serde(default)]
-    pub vcs_repo: Option<super::vcs::VcsRepo>,
+    pub vcs_repo: Option<VcsRepo>,
     /// The first paragraph of the latest ingested README, for the registry protocol.
     #[serde(default)]
     pub description: Option<String>,
@@ -71,7 +75,58 @@ pub struct Module {
     pub revision: u64,
 }
 
+/// A module's repository, as publishing recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VcsRepo {
+    pub identifier: String,
+    pub display_identifier: String,
+    /// Empty for tag-based publishing.
+    pub branch: String,
+    pub ingress_submodules: bool,
+    pub oauth_token_id: String,
+    pub service_provider: String,
+    pub repository_http_url: String,
+    pub webhook_url: String,
+    pub webhook_uuid: String,
+    pub sealed_webhook_secret: String,
+    /// Why setting the module up failed (`setup_failed`), as the provider answered.
+    #[serde(default)]
+    pub setup_error: Option<String>,
+}
+
 impl Module {
+    /// A module with no versions yet (`pending`), published by hand: publishing from a
+    /// repository sets `publishing_mechanism` and `vcs_repo` on it.
+    pub fn new(
+        org_id: &str,
+        registry: RegistryName,
+        namespace: Option<Namespace>,
+        name: ModuleName,
+        provider: ProviderName,
+        no_code: bool,
+    ) -> Self {
+        let now = timestamp(chrono::Utc::now());
+        Module {
+            id: new_id("mod"),
+            org_id: org_id.to_owned(),
+            registry,
+            namespace,
+            name,
+            provider,
+            status: "pending".into(),
+            no_code,
+            created_at: now.clone(),
+            updated_at: now,
+            versions: Vec::new(),
+            test_config: None,
+            publishing_mechanism: None,
+            vcs_repo: None,
+            description: None,
+            downloads: 0,
+            revision: 0,
+        }
+    }
+
     pub fn key(&self) -> Key {
         keys::module(
             &self.org_id,
@@ -91,9 +146,7 @@ impl Module {
     }
 
     pub(super) fn to_item(&self) -> Result<Item> {
-        let mut item = Item::from_value(self.key(), self)?;
-        item.attrs.insert(SATELLITES.into(), satellites(&[keys::id_pointer(&self.id)]));
-        Ok(item)
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
 
     fn counter(&self) -> &'static str {
@@ -109,7 +162,7 @@ impl Module {
         let mut ok: Vec<_> = self
             .versions
             .iter()
-            .filter(|v| v.status == super::versions::OK)
+            .filter(|v| v.status == OK)
             .filter_map(|v| Some((semver::Version::parse(&v.version).ok()?, v)))
             .collect();
         ok.sort_by(|a, b| a.0.cmp(&b.0));
@@ -122,6 +175,16 @@ impl Module {
         let ok = self.ok_versions();
         let stable = ok.iter().rev().find(|(v, _)| v.pre.is_empty());
         stable.or(ok.last()).map(|(_, status)| *status)
+    }
+
+    /// Whether the module publishes a version for each tag of its repository.
+    pub fn publishes_from_tags(&self) -> bool {
+        self.publishing_mechanism.as_deref() == Some(TAGS)
+    }
+
+    /// Whether the module's versions are made by hand from commits of a branch.
+    pub fn publishes_from_branch(&self) -> bool {
+        self.publishing_mechanism.as_deref() == Some(BRANCH)
     }
 
     /// The writes that remove the module record itself (not its versions).
@@ -169,12 +232,12 @@ impl Address {
 
 /// The organization, if the principal holds `permission` there; else 404.
 pub(super) async fn organization(
-    state: &AppState,
+    store: &dyn ItemStore,
     principal: &Principal,
     org_name: &str,
     permission: Permission,
 ) -> Result<Organization> {
-    Ok(organizations::authorized(state.store.as_ref(), principal, org_name, permission).await?)
+    Ok(access::authorized(store, principal, org_name, permission).await?)
 }
 
 /// Public modules exist only where the edition allows their curation.
@@ -234,7 +297,7 @@ pub async fn create(
     org_name: &str,
     new: NewModule,
 ) -> Result<(Module, Organization)> {
-    let org = organization(state, principal, org_name, Permission::ManageModules).await?;
+    let org = organization(state.store.as_ref(), principal, org_name, Permission::ManageModules).await?;
     // Older clients omit `registry-name`; HCP Terraform then creates a private module.
     let registry = match &new.registry {
         None => RegistryName::Private,
@@ -259,38 +322,19 @@ pub async fn create(
             ))
         }
     };
-    let now = timestamp(chrono::Utc::now());
-    let module = Module {
-        id: new_id("mod"),
-        org_id: org.id.clone(),
-        registry,
-        namespace,
-        name,
-        provider,
-        status: "pending".into(),
-        no_code: new.no_code.unwrap_or(false),
-        created_at: now.clone(),
-        updated_at: now,
-        versions: Vec::new(),
-        test_config: None,
-        publishing_mechanism: None,
-        vcs_repo: None,
-        description: None,
-        downloads: 0,
-        revision: 0,
-    };
-    insert(state, &org, &module).await?;
+    let module = Module::new(&org.id, registry, namespace, name, provider, new.no_code.unwrap_or(false));
+    insert(state.store.as_ref(), &module).await?;
     Ok((module, org))
 }
 
 /// Stores a new module, its id pointer and its count, if its address is free (422 otherwise).
-pub(super) async fn insert(state: &AppState, org: &Organization, module: &Module) -> Result<()> {
+pub(super) async fn insert(store: &dyn ItemStore, module: &Module) -> Result<()> {
     let writes = vec![
         Write::Put { item: module.to_item()?, condition: Condition::NotExists },
         pointer::create(&module.id, &module.key())?,
-        join(&org.id, module.counter(), 1),
+        join(&module.org_id, module.counter(), 1),
     ];
-    match state.store.transact(writes).await {
+    match store.transact(writes).await {
         Err(e) if e.failed_write() == Some(0) => Err(RegistryError::invalid(
             "/data/attributes/name",
             "a module with this namespace, name and provider already exists",
@@ -307,7 +351,7 @@ pub async fn get(
     address: &Address,
     provider: &str,
 ) -> Result<(Module, Organization)> {
-    let org = organization(state, principal, org_name, Permission::Read).await?;
+    let org = organization(state.store.as_ref(), principal, org_name, Permission::Read).await?;
     check_curation(state, address.registry)?;
     let module = load(state.store.as_ref(), &address.key(&org, provider)?).await?;
     Ok((module, org))
@@ -316,8 +360,8 @@ pub async fn get(
 pub async fn get_by_id(state: &AppState, principal: &Principal, id: &str) -> Result<(Module, Organization)> {
     let store = state.store.as_ref();
     let module: Module = pointer::follow(store, id).await?.ok_or(RegistryError::NotFound)?.parse()?;
-    organizations::require(principal, &module.org_id, Permission::Read)?;
-    let org = organizations::get_by_id(store, &module.org_id).await?;
+    access::require(principal, &module.org_id, Permission::Read)?;
+    let org = access::get_by_id(store, &module.org_id).await?;
     Ok((module, org))
 }
 
@@ -351,11 +395,11 @@ pub async fn list(
     filter: &ModuleFilter,
     page: &PageRequest,
 ) -> Result<(Vec<Module>, usize, Organization)> {
-    let org = organization(state, principal, org_name, Permission::Read).await?;
+    let store = state.store.as_ref();
+    let org = organization(store, principal, org_name, Permission::Read).await?;
     if filter.organization_name.as_deref().is_some_and(|name| name != org.name) {
         return Ok((Vec::new(), 0, org));
     }
-    let store = state.store.as_ref();
     let query = keys::modules(&org.id, filter.registry.map(RegistryName::as_str));
     if filter.q.is_none() && filter.provider.is_none() {
         let total = match filter.registry {
@@ -373,9 +417,17 @@ pub async fn list(
     Ok((page.slice(matching), total, org))
 }
 
-pub struct ModuleChanges {
-    pub branch: Option<String>,
-    pub tags: Option<bool>,
+/// A change to a module that a layer above the core defines (publishing's switch between tags
+/// and a branch). `update` makes it in the same conditional write as its own changes.
+pub trait ModuleChange: Send + Sync {
+    /// Edits the module and returns further writes to commit with it; called again when the
+    /// write loses a race.
+    fn apply(&self, module: &mut Module) -> Result<Vec<Write>>;
+}
+
+/// What a PATCH changes; `None` keeps the current value.
+pub struct ModuleChanges<'a> {
+    pub publishing: Option<&'a dyn ModuleChange>,
     pub tests_enabled: Option<bool>,
     pub no_code: Option<bool>,
 }
@@ -386,25 +438,18 @@ pub async fn update(
     org_name: &str,
     address: &Address,
     provider: &str,
-    changes: ModuleChanges,
+    changes: ModuleChanges<'_>,
 ) -> Result<(Module, Organization)> {
-    let org = organization(state, principal, org_name, Permission::Own).await?;
+    let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
     if address.registry != RegistryName::Private {
         return Err(RegistryError::NotFound);
     }
-    if changes.branch.is_some() && changes.tags.is_some() {
-        return Err(RegistryError::invalid(
-            "/data/attributes/vcs-repo",
-            "vcs-repo.branch and vcs-repo.tags cannot be sent together",
-        ));
-    }
     let key = address.key(&org, provider)?;
     let (module, ()) = modify(state.store.as_ref(), &key, |module| {
-        let mut writes = Vec::new();
-        let switching = changes.branch.is_some() || changes.tags.is_some();
-        if switching && super::vcs::switch(module, changes.branch.as_deref(), changes.tags)? {
-            writes.push(super::vcs::sync_write(module)?);
-        }
+        let writes = match changes.publishing {
+            Some(change) => change.apply(module)?,
+            None => Vec::new(),
+        };
         if let Some(tests_enabled) = changes.tests_enabled {
             let id = module.test_config.as_ref().map_or_else(|| new_id("tc"), |tc| tc.id.clone());
             module.test_config = Some(TestConfig { id, tests_enabled });
@@ -415,6 +460,7 @@ pub async fn update(
         Ok((writes, ()))
     })
     .await?;
+    // A switch to tags recorded a sync for the job.
     state.work.notify_one();
     Ok((module, org))
 }

@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 
 use super::modules::Module;
 use super::versions::ModuleVersion;
-use crate::accounts::organizations::Organization;
+use crate::accounts::access::Organization;
 use crate::api::Resource;
 use crate::auth::{Permission, Principal};
 

@@ -7,14 +7,15 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 
-use super::modules::{self, Address, ModuleChanges, ModuleFilter, NewModule};
+use super::modules::{self, Address, ModuleChange, ModuleChanges, ModuleFilter, NewModule};
 use super::names::RegistryName;
+use super::publishing::{self, PublishRequest};
 use super::render;
-use super::vcs::{self, PublishRequest};
 use super::versions::{self, NewVersion};
+use crate::api::BaseUrl;
 use crate::api::{ApiError, Document, JsonApiBody, Listing, QueryParams};
-use crate::app::{AppState, BaseUrl};
 use crate::auth::Principal;
+use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -195,9 +196,9 @@ async fn update_module(
     body: JsonApiBody,
 ) -> Result<Document> {
     let attrs = body.resource::<UpdateAttrs>(&["registry-modules"])?.attributes;
+    let switch = publishing::switch(attrs.vcs_repo.branch, attrs.vcs_repo.tags)?;
     let changes = ModuleChanges {
-        branch: attrs.vcs_repo.branch,
-        tags: attrs.vcs_repo.tags,
+        publishing: switch.as_ref().map(|switch| switch as &dyn ModuleChange),
         tests_enabled: attrs.test_config.tests_enabled,
         no_code: attrs.no_code,
     };
@@ -242,7 +243,12 @@ async fn create_version(
 ) -> Result<Document> {
     let attrs = body.resource::<VersionAttrs>(&["registry-module-versions"])?.attributes;
     let new = NewVersion { version: attrs.version, commit_sha: attrs.commit_sha };
-    let created = versions::create(&state, &principal, &path.org, &path.address()?, &path.provider, new).await?;
+    let accepted = versions::accept(&state, &principal, &path.org, &path.address()?, &path.provider, new).await?;
+    let created = if accepted.module.publishes_from_branch() {
+        publishing::create_branch_version(&state, accepted).await?
+    } else {
+        versions::create(&state, accepted).await?
+    };
     Ok(Document::one(render::version(&created.version, created.upload_url)).created())
 }
 
@@ -373,7 +379,7 @@ async fn publish_module(
     body: JsonApiBody,
 ) -> Result<Document> {
     let request = publish_request(&body)?;
-    let (module, org) = vcs::publish(&state, &principal, &org, &base, request).await?;
+    let (module, org) = publishing::publish(&state, &principal, &org, &base, request).await?;
     Ok(Document::one(render::module(&module, &org, &principal)).created())
 }
 
@@ -385,8 +391,8 @@ async fn deprecated_publish_module(
     body: JsonApiBody,
 ) -> Result<Document> {
     let request = publish_request(&body)?;
-    let org = vcs::organization_of_token(&state, request.oauth_token_id.as_deref()).await?;
-    let (module, org) = vcs::publish(&state, &principal, &org, &base, request).await?;
+    let org = publishing::organization_of_token(state.store.as_ref(), request.oauth_token_id.as_deref()).await?;
+    let (module, org) = publishing::publish(&state, &principal, &org, &base, request).await?;
     Ok(Document::one(render::module(&module, &org, &principal)).created())
 }
 
@@ -397,6 +403,6 @@ async fn webhook(
     headers: axum::http::HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<StatusCode> {
-    let added = vcs::delivery(&state, &uuid, &headers, &body).await?;
+    let added = publishing::delivery(&state, &uuid, &headers, &body).await?;
     Ok(if added { StatusCode::ACCEPTED } else { StatusCode::OK })
 }

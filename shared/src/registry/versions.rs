@@ -8,22 +8,20 @@ use serde::{Deserialize, Serialize};
 use super::error::{RegistryError, Result};
 use super::modules::{self, load, modify, organization, Address, Module, VersionStatus};
 use super::names::{parse_version, RegistryName};
-use crate::accounts::cascade::{satellites, BLOB, SATELLITES};
-use crate::accounts::organizations::Organization;
+use super::status::{OK, PENDING};
+use crate::accounts::access::Organization;
 use crate::api::timestamp;
-use crate::app::AppState;
 use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
 use crate::ids::new_id;
+use crate::state::AppState;
+use crate::store::owned::BLOB;
 use crate::store::{keys, query_all, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES};
 
 /// How long an upload link stays valid.
 pub const UPLOAD_LINK_VALIDITY: Duration = Duration::from_secs(25 * 3600);
 /// The `source` of versions created through the API, as HCP Terraform marks them.
 pub const API_SOURCE: &str = "tfe-api";
-pub const PENDING: &str = "pending";
-pub const OK: &str = "ok";
-pub const FAILED: &str = "reg_ingress_failed";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModuleVersion {
@@ -50,6 +48,37 @@ pub struct ModuleVersion {
 }
 
 impl ModuleVersion {
+    /// A new version of `module`, `pending` until an archive lands on `upload`. `source` is
+    /// where it comes from: the API, or the repository's provider.
+    pub fn pending(
+        module: &Module,
+        version: &semver::Version,
+        source: &str,
+        commit_sha: Option<String>,
+        upload: &ObjectId,
+    ) -> Self {
+        let now = timestamp(chrono::Utc::now());
+        ModuleVersion {
+            id: new_id("modver"),
+            org_id: module.org_id.clone(),
+            module_id: module.id.clone(),
+            name: module.name.to_string(),
+            provider: module.provider.to_string(),
+            version: version.to_string(),
+            status: PENDING.into(),
+            source: source.to_owned(),
+            error: None,
+            commit_sha,
+            upload: Some(upload.to_string()),
+            archive: None,
+            sha256: None,
+            root_module_files: Vec::new(),
+            readme: None,
+            created_at: now.clone(),
+            updated_at: now,
+        }
+    }
+
     pub fn key(&self) -> Key {
         keys::module_version(&self.org_id, &self.name, &self.provider, &self.version)
     }
@@ -57,7 +86,7 @@ impl ModuleVersion {
     pub(super) fn to_item(&self) -> Result<Item> {
         let mut item = Item::from_value(self.key(), self)?;
         let owned: Vec<Key> = self.upload.iter().map(|id| keys::pending_upload(id)).collect();
-        item.attrs.insert(SATELLITES.into(), satellites(&owned));
+        item = item.with_satellites(&owned);
         if let Some(object) = self.archive.as_ref().or(self.upload.as_ref()) {
             item.attrs.insert(BLOB.into(), object.clone().into());
         }
@@ -91,6 +120,15 @@ pub struct NewVersion {
     pub commit_sha: Option<String>,
 }
 
+/// A version the principal may create: a private module in an organization whose modules it
+/// manages, and a valid number. Created by [`create`] with an upload link, or by publishing from
+/// a commit of the module's branch.
+pub struct AcceptedVersion {
+    pub module: Module,
+    pub version: semver::Version,
+    pub commit_sha: Option<String>,
+}
+
 /// A created version and the link its archive is uploaded to (while it waits for one).
 pub struct CreatedVersion {
     pub version: ModuleVersion,
@@ -98,69 +136,53 @@ pub struct CreatedVersion {
     pub upload_url: Option<String>,
 }
 
-pub async fn create(
+/// Checks a request to create a version, whichever way the version will get its archive.
+pub async fn accept(
     state: &AppState,
     principal: &Principal,
     org_name: &str,
     address: &Address,
     provider: &str,
     new: NewVersion,
-) -> Result<CreatedVersion> {
-    let org = organization(state, principal, org_name, Permission::ManageModules).await?;
-    modules::check_curation(state, address.registry)?;
+) -> Result<AcceptedVersion> {
     let store = state.store.as_ref();
-    let module_key = address.key(&org, provider)?;
-    let module = load(store, &module_key).await?;
+    let org = organization(store, principal, org_name, Permission::ManageModules).await?;
+    modules::check_curation(state, address.registry)?;
+    let module = load(store, &address.key(&org, provider)?).await?;
     if address.registry == RegistryName::Public {
         return Err(RegistryError::Forbidden("Versions cannot be created for public modules.".into()));
     }
-    let semver = parse_version("/data/attributes/version", &new.version)?;
-    if module.publishing_mechanism.as_deref() == Some(super::vcs::BRANCH) {
-        // The commit's archive is fetched by the job; an upload to the link works as well, and
-        // whichever lands first is the version's archive.
-        let version = super::vcs::create_branch_version(state, &module_key, &semver, new.commit_sha).await?;
-        let upload_url = upload_url(state, &version).await?;
-        return Ok(CreatedVersion { version, module, upload_url });
+    let version = parse_version("/data/attributes/version", &new.version)?;
+    Ok(AcceptedVersion { module, version, commit_sha: new.commit_sha })
+}
+
+/// Adds a `pending` version to its module: the writes of the version and of the upload it
+/// waits for, to commit with the module's (see [`modules::modify`]). They fail at their first
+/// write if the version exists.
+pub(super) fn add_pending(module: &mut Module, version: &ModuleVersion) -> Result<Vec<Write>> {
+    module.versions.push(version.status_entry());
+    let mut writes = vec![Write::Put { item: version.to_item()?, condition: Condition::NotExists }];
+    if let Some(upload) = &version.upload {
+        let pending = PendingUpload { module: module.key(), version: version.key() };
+        let item = Item::from_value(keys::pending_upload(upload), &pending)?;
+        writes.push(Write::Put { item, condition: Condition::NotExists });
     }
-    let now = timestamp(chrono::Utc::now());
+    Ok(writes)
+}
+
+/// Creates an accepted version that waits for an upload to its link.
+pub async fn create(state: &AppState, accepted: AcceptedVersion) -> Result<CreatedVersion> {
+    let AcceptedVersion { module, version: semver, commit_sha } = accepted;
     let upload = ObjectId::generate();
-    let mut version = ModuleVersion {
-        id: new_id("modver"),
-        org_id: org.id.clone(),
-        module_id: String::new(),
-        name: address.name.clone(),
-        provider: provider.to_owned(),
-        version: semver.to_string(),
-        status: PENDING.into(),
-        source: API_SOURCE.into(),
-        error: None,
-        commit_sha: new.commit_sha,
-        upload: Some(upload.to_string()),
-        archive: None,
-        sha256: None,
-        root_module_files: Vec::new(),
-        readme: None,
-        created_at: now.clone(),
-        updated_at: now,
-    };
-    let pending = PendingUpload { module: module_key.clone(), version: version.key() };
-    let (module, ()) = modify(store, &module_key, |module| {
-        if module.publishing_mechanism.as_deref() == Some("git_tag") {
+    let (module, version) = modify(state.store.as_ref(), &module.key(), |module| {
+        if module.publishes_from_tags() {
             return Err(RegistryError::invalid(
                 "/data/attributes/version",
                 "this module publishes a version for each tag of its repository; versions cannot be created by hand",
             ));
         }
-        version.module_id = module.id.clone();
-        module.versions.push(version.status_entry());
-        let writes = vec![
-            Write::Put { item: version.to_item()?, condition: Condition::NotExists },
-            Write::Put {
-                item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?,
-                condition: Condition::NotExists,
-            },
-        ];
-        Ok((writes, ()))
+        let version = ModuleVersion::pending(module, &semver, API_SOURCE, commit_sha.clone(), &upload);
+        Ok((add_pending(module, &version)?, version))
     })
     .await
     .map_err(|e| match e {
@@ -169,7 +191,7 @@ pub async fn create(
         }
         other => other,
     })?;
-    let upload_url = Some(state.blobs.upload_url(&upload, UPLOAD_LINK_VALIDITY).await?);
+    let upload_url = upload_url(state, &version).await?;
     Ok(CreatedVersion { version, module, upload_url })
 }
 
@@ -218,7 +240,7 @@ async fn owned_private(
     org_name: &str,
     address: &Address,
 ) -> Result<Organization> {
-    let org = organization(state, principal, org_name, Permission::Own).await?;
+    let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
     modules::check_curation(state, address.registry)?;
     if address.registry == RegistryName::Public {
         return Err(RegistryError::NotFound);
@@ -337,7 +359,7 @@ pub async fn delete_provider(
 /// Deletes every provider of a module (the `…/:namespace/:name` form); for a public module,
 /// the organization's record of it.
 pub async fn delete_module(state: &AppState, principal: &Principal, org_name: &str, address: &Address) -> Result<()> {
-    let org = organization(state, principal, org_name, Permission::Own).await?;
+    let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
     modules::check_curation(state, address.registry)?;
     let query = keys::module_providers(&org.id, address.stored_namespace(&org)?, &address.name);
     let providers: Vec<Module> =

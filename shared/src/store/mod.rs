@@ -6,7 +6,9 @@
 mod condition;
 mod dynamo;
 pub mod keys;
+pub mod owned;
 pub mod pointer;
+mod race;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -18,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use condition::Condition;
+pub use race::{retry_on_race, RACE_ATTEMPTS};
 pub use dynamo::DynamoStore;
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -319,6 +322,16 @@ pub async fn query_all(store: &dyn ItemStore, mut query: Query) -> Result<Vec<It
             None => return Ok(items),
         }
     }
+}
+
+/// Reads every item of a query, parsed as `T`.
+pub async fn query_all_as<T: for<'de> Deserialize<'de>>(store: &dyn ItemStore, query: Query) -> Result<Vec<T>, StoreError> {
+    parse_all(&query_all(store, query).await?)
+}
+
+/// Parses items as `T`, failing on the first that does not parse.
+pub fn parse_all<T: for<'de> Deserialize<'de>>(items: &[Item]) -> Result<Vec<T>, StoreError> {
+    items.iter().map(Item::parse).collect()
 }
 
 pub(crate) fn now_epoch() -> i64 {

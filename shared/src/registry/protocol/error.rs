@@ -1,11 +1,15 @@
 //! Errors of the registry protocol, in its own format (`{"errors": ["…"]}`, as the public
 //! registry answers), mapped to HTTP in one place.
 
+use axum::extract::rejection::PathRejection;
+use axum::http::header::InvalidHeaderValue;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::accounts::AccountsError;
 use crate::api::ApiError;
+use crate::blobs::BlobError;
 use crate::registry::RegistryError;
 use crate::store::StoreError;
 
@@ -54,6 +58,38 @@ impl IntoResponse for ProtocolError {
 impl From<StoreError> for ProtocolError {
     fn from(e: StoreError) -> Self {
         ProtocolError::Internal(e.to_string())
+    }
+}
+
+impl From<BlobError> for ProtocolError {
+    fn from(e: BlobError) -> Self {
+        ProtocolError::Internal(e.to_string())
+    }
+}
+
+/// A header value built from a link or a path that a client could not be sent.
+impl From<InvalidHeaderValue> for ProtocolError {
+    fn from(e: InvalidHeaderValue) -> Self {
+        ProtocolError::Internal(e.to_string())
+    }
+}
+
+/// An organization the caller may not read is as missing as one that does not exist.
+impl From<AccountsError> for ProtocolError {
+    fn from(e: AccountsError) -> Self {
+        match e {
+            AccountsError::NotFound | AccountsError::Forbidden(_) | AccountsError::Invalid { .. } => {
+                ProtocolError::NotFound
+            }
+            other => ProtocolError::Internal(other.to_string()),
+        }
+    }
+}
+
+/// A path whose segments do not parse names no module.
+impl From<PathRejection> for ProtocolError {
+    fn from(_: PathRejection) -> Self {
+        ProtocolError::NotFound
     }
 }
 

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 pub use error::ProtocolError;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/.well-known/terraform.json", get(discovery)).merge(private::routes()).merge(proxy::routes())

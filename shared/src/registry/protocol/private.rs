@@ -12,13 +12,14 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use super::error::{ProtocolError, Result};
-use crate::accounts::organizations::{self, Organization};
+use crate::accounts::access::{self, Organization};
 use crate::api::{ApiError, QueryParams};
-use crate::app::AppState;
 use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
 use crate::registry::modules::{load, Module, VersionStatus};
-use crate::registry::versions::{ModuleVersion, OK};
+use crate::registry::status::OK;
+use crate::registry::versions::ModuleVersion;
+use crate::state::AppState;
 use crate::store::{keys, query_all, Condition, Item, UpdateOp};
 
 const PREFIX: &str = "/api/registry/v1/modules";
@@ -46,9 +47,7 @@ type Caller = std::result::Result<Principal, ApiError>;
 /// The organization behind a namespace, if the caller may read it.
 async fn namespace(state: &AppState, caller: Caller, namespace: &str) -> Result<(Principal, Organization)> {
     let principal = caller?;
-    let org = organizations::authorized(state.store.as_ref(), &principal, namespace, Permission::Read)
-        .await
-        .map_err(|_| ProtocolError::NotFound)?;
+    let org = access::authorized(state.store.as_ref(), &principal, namespace, Permission::Read).await?;
     Ok((principal, org))
 }
 
@@ -56,7 +55,7 @@ async fn namespace(state: &AppState, caller: Caller, namespace: &str) -> Result<
 async fn visible_organizations(state: &AppState, principal: &Principal) -> Result<Vec<Organization>> {
     let store = state.store.as_ref();
     match principal.org_id() {
-        Some(org_id) => Ok(vec![organizations::get_by_id(store, org_id).await.map_err(|_| ProtocolError::NotFound)?]),
+        Some(org_id) => Ok(vec![access::get_by_id(store, org_id).await?]),
         None => {
             let (index, partition, _) = keys::organizations_by_name();
             let items = query_all(store, crate::store::Query::index(index, partition, "")).await?;
@@ -293,11 +292,7 @@ async fn download(
     let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
     let stored = stored_version(&state, &org, &module, &version).await?;
     let archive = stored.archive.as_deref().and_then(ObjectId::parse).ok_or(ProtocolError::NotFound)?;
-    let url = state
-        .blobs
-        .download_url(&archive, DOWNLOAD_LINK_VALIDITY)
-        .await
-        .map_err(|e| ProtocolError::Internal(e.to_string()))?;
+    let url = state.blobs.download_url(&archive, DOWNLOAD_LINK_VALIDITY).await?;
     // go-getter strips `archive` before fetching and unpacks what it fetched as tar.gz.
     let separator = if url.contains('?') { '&' } else { '?' };
     let get = format!("{url}{separator}archive=tar.gz");
@@ -306,7 +301,7 @@ async fn download(
     if let Err(e) = state.store.update(&module.key(), count, Condition::Exists).await {
         tracing::warn!(module = %module.id, error = %e, "download not counted");
     }
-    let value = HeaderValue::from_str(&get).map_err(|e| ProtocolError::Internal(e.to_string()))?;
+    let value = HeaderValue::from_str(&get)?;
     let headers =
         [(HeaderName::from_static("x-terraform-get"), value), (header::CONTENT_LENGTH, HeaderValue::from_static("0"))];
     Ok((StatusCode::NO_CONTENT, headers).into_response())
@@ -320,6 +315,6 @@ async fn download_latest(
     let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
     let latest = module.latest_ok().ok_or(ProtocolError::NotFound)?;
     let location = format!("{PREFIX}/{}/{}/{}/{}/download", org.name, module.name, module.provider, latest.version);
-    let location = HeaderValue::from_str(&location).map_err(|e| ProtocolError::Internal(e.to_string()))?;
+    let location = HeaderValue::from_str(&location)?;
     Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())
 }

@@ -18,9 +18,10 @@ use bytes::Bytes;
 
 use super::error::{ProtocolError, Result};
 use crate::api::ApiError;
-use crate::app::AppState;
 use crate::auth::Principal;
 use crate::registry::names::{ModuleName, Namespace, ProviderName};
+use crate::registry::RegistryError;
+use crate::state::AppState;
 use crate::store::keys;
 
 const PROVIDER: &str = "/api/registry/public/v1/modules/{namespace}/{name}/{provider}";
@@ -41,11 +42,13 @@ struct Address {
 }
 
 impl Address {
+    /// A segment that is not a valid name names no module: 404, not the core's 422.
     fn parse(namespace: &str, name: &str, provider: &str) -> Result<Self> {
+        let not_found = |_: RegistryError| ProtocolError::NotFound;
         Ok(Address {
-            namespace: Namespace::parse("", namespace).map_err(|_| ProtocolError::NotFound)?,
-            name: ModuleName::parse("", name).map_err(|_| ProtocolError::NotFound)?,
-            provider: ProviderName::parse("", provider).map_err(|_| ProtocolError::NotFound)?,
+            namespace: Namespace::parse("", namespace).map_err(not_found)?,
+            name: ModuleName::parse("", name).map_err(not_found)?,
+            provider: ProviderName::parse("", provider).map_err(not_found)?,
         })
     }
 }
@@ -63,7 +66,7 @@ async fn list_versions(
     path: std::result::Result<Path<(String, String, String)>, PathRejection>,
 ) -> Result<Response> {
     let principal = principal?;
-    let Path((namespace, name, provider)) = path.map_err(|_| ProtocolError::NotFound)?;
+    let Path((namespace, name, provider)) = path?;
     let address = Address::parse(&namespace, &name, &provider)?;
     proxy(&state, &principal, &address, "versions").await
 }
@@ -75,7 +78,7 @@ async fn latest_for_provider(
     path: std::result::Result<Path<(String, String, String)>, PathRejection>,
 ) -> Result<Response> {
     let principal = principal?;
-    let Path((namespace, name, provider)) = path.map_err(|_| ProtocolError::NotFound)?;
+    let Path((namespace, name, provider)) = path?;
     let address = Address::parse(&namespace, &name, &provider)?;
     proxy(&state, &principal, &address, "").await
 }
@@ -87,7 +90,7 @@ async fn get_module(
     path: std::result::Result<Path<(String, String, String, String)>, PathRejection>,
 ) -> Result<Response> {
     let principal = principal?;
-    let Path((namespace, name, provider, version)) = path.map_err(|_| ProtocolError::NotFound)?;
+    let Path((namespace, name, provider, version)) = path?;
     let address = Address::parse(&namespace, &name, &provider)?;
     let version = semver::Version::parse(&version).map_err(|_| ProtocolError::NotFound)?;
     proxy(&state, &principal, &address, &version.to_string()).await

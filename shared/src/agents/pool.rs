@@ -1,0 +1,90 @@
+//! The agent pool record and the narrow surface other families use: a workspace that changes
+//! its pool attaches to or detaches from the pool in the workspace's own transaction. It depends
+//! on the store alone, so the accounts family can call it without reaching into the agents
+//! family's rules.
+
+use serde::{Deserialize, Serialize};
+
+use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, StoreError, Write};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentPool {
+    pub id: String,
+    pub org_id: String,
+    pub name: String,
+    pub organization_scoped: bool,
+    /// Workspaces permitted to use the pool (beyond all of them, when organization-scoped).
+    pub allowed_workspaces: Vec<String>,
+    /// Workspaces that run on the pool.
+    pub workspaces: Vec<String>,
+    pub created_at: String,
+    #[serde(default)]
+    pub revision: u64,
+}
+
+/// Why a workspace cannot run on a pool.
+#[derive(Debug, thiserror::Error)]
+pub enum PoolError {
+    /// Not a pool of the workspace's organization, or one that does not allow the workspace.
+    #[error("{0}")]
+    NotUsable(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl AgentPool {
+    pub fn key(&self) -> Key {
+        keys::agent_pool(&self.org_id, &self.id)
+    }
+
+    /// Whether a workspace may run on this pool.
+    pub fn allows(&self, workspace_id: &str) -> bool {
+        self.organization_scoped || self.allowed_workspaces.iter().any(|id| id == workspace_id)
+    }
+
+    pub(super) fn to_item(&self) -> Result<Item, StoreError> {
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
+    }
+
+    /// The pool's write, conditional on nobody having changed it since it was read.
+    pub(super) fn put_if_unchanged(&self, read_revision: u64) -> Result<Write, StoreError> {
+        let mut next = self.clone();
+        next.revision = read_revision + 1;
+        Ok(Write::Put { item: next.to_item()?, condition: Condition::equals("revision", read_revision) })
+    }
+}
+
+/// The write that records `workspace_id` as running on the pool, after checking the pool is the
+/// organization's and lets the workspace use it. Conditional on the pool being unchanged.
+pub async fn attach(store: &dyn ItemStore, org_id: &str, pool_id: &str, workspace_id: &str) -> Result<Write, PoolError> {
+    let pool: Option<AgentPool> = match pointer::follow(store, pool_id).await? {
+        Some(item) if pool_id.starts_with("apool-") => Some(item.parse()?),
+        _ => None,
+    };
+    let Some(mut pool) = pool.filter(|pool| pool.org_id == org_id) else {
+        return Err(PoolError::NotUsable(format!("`{pool_id}` is not an agent pool of this organization")));
+    };
+    if !pool.allows(workspace_id) {
+        return Err(PoolError::NotUsable(format!(
+            "agent pool {} is not organization-scoped and does not allow this workspace",
+            pool.name
+        )));
+    }
+    if !pool.workspaces.iter().any(|id| id == workspace_id) {
+        pool.workspaces.push(workspace_id.to_owned());
+    }
+    Ok(pool.put_if_unchanged(pool.revision)?)
+}
+
+/// The write that takes `workspace_id` off the pool, if the pool still exists.
+pub async fn detach(
+    store: &dyn ItemStore,
+    org_id: &str,
+    pool_id: &str,
+    workspace_id: &str,
+) -> Result<Option<Write>, StoreError> {
+    let Some(item) = store.get(&keys::agent_pool(org_id, pool_id)).await? else { return Ok(None) };
+    let mut pool: AgentPool = item.parse()?;
+    pool.workspaces.retain(|id| id != workspace_id);
+    Ok(Some(pool.put_if_unchanged(pool.revision)?))
+}

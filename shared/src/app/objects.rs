@@ -1,0 +1,93 @@
+//! dev-server's `PUT` and `GET /object/{id}`: the HTTP side of local blobs' signed links. A bad
+//! or expired signature is a 403, a body over the size cap a 413, an unknown object a 404.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::body::Body;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::Deserialize;
+
+use crate::api::ApiError;
+use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
+
+#[derive(Debug, Deserialize)]
+struct Signed {
+    expires: i64,
+    signature: String,
+}
+
+/// `PUT` and `GET /object/{id}` for signed links, accepting every validly signed upload.
+pub fn object_routes(blobs: LocalBlobs) -> Router {
+    object_routes_with_hooks(blobs, Arc::new(AcceptAll))
+}
+
+/// The same, with `hooks` deciding whether an upload is wanted and told when one is stored.
+pub fn object_routes_with_hooks(blobs: LocalBlobs, hooks: Arc<dyn UploadHooks>) -> Router {
+    Router::new().route("/object/{id}", get(download).put(upload)).with_state(Links { blobs, hooks })
+}
+
+#[derive(Clone)]
+struct Links {
+    blobs: LocalBlobs,
+    hooks: Arc<dyn UploadHooks>,
+}
+
+struct AcceptAll;
+
+#[async_trait]
+impl UploadHooks for AcceptAll {
+    async fn accepts(&self, _: &ObjectId) -> bool {
+        true
+    }
+
+    async fn uploaded(&self, _: &ObjectId) {}
+}
+
+fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, ApiError> {
+    let id = ObjectId::parse(id).ok_or_else(ApiError::not_found)?;
+    match link {
+        Some(Query(link)) if blobs.verify(method, &id, link.expires, &link.signature) => Ok(id),
+        _ => Err(ApiError::forbidden("The link's signature is invalid or has expired.")),
+    }
+}
+
+async fn download(
+    State(Links { blobs, .. }): State<Links>,
+    Path(id): Path<String>,
+    link: Result<Query<Signed>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let id = authorize(&blobs, "GET", &id, link.ok())?;
+    let reader = blobs.open(&id).await.map_err(blob_error)?;
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(reader));
+    Ok(([(header::CONTENT_TYPE, UPLOAD_CONTENT_TYPE)], body).into_response())
+}
+
+async fn upload(
+    State(Links { blobs, hooks }): State<Links>,
+    Path(id): Path<String>,
+    link: Result<Query<Signed>, QueryRejection>,
+    body: Body,
+) -> Result<StatusCode, ApiError> {
+    let id = authorize(&blobs, "PUT", &id, link.ok())?;
+    if !hooks.accepts(&id).await {
+        return Err(ApiError::conflict("This upload link has been used: its version already has an archive."));
+    }
+    blobs.receive(&id, body.into_data_stream()).await.map_err(blob_error)?;
+    hooks.uploaded(&id).await;
+    Ok(StatusCode::OK)
+}
+
+fn blob_error(e: BlobError) -> ApiError {
+    match e {
+        BlobError::NotFound => ApiError::not_found(),
+        BlobError::TooLarge { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", format!("The {e}.")),
+        BlobError::Interrupted(_) => ApiError::bad_request(e.to_string()),
+        BlobError::Backend(_) => ApiError::internal(e),
+    }
+}

@@ -1,0 +1,14 @@
+//! Publishing modules from a VCS repository, on top of the registry's core (modules, versions,
+//! ingest), which knows nothing of repositories. Publishing and webhook deliveries only record
+//! work; the scheduled job (dev-server's timer, or EventBridge's key-rotation schedule in AWS)
+//! does it off the request path: a *sync* lists the repository's tags and creates a version for
+//! each semantic-version tag, a *fetch* downloads a version's archive through the provider's API,
+//! strips its top-level directory and hands it to the same ingest as an upload.
+
+mod publish;
+mod sync;
+mod webhook;
+
+pub use publish::{organization_of_token, publish, switch, PublishRequest, Switch};
+pub use sync::{create_branch_version, run_pending};
+pub use webhook::delivery;

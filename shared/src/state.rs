@@ -1,0 +1,116 @@
+//! Application state, built once per process (a Lambda cold start or dev-server's start): the
+//! configuration and the adapters every family uses. It sits below the families, which take it
+//! (or a narrower part of it) as their context, and imports only ports and adapters.
+
+use std::sync::Arc;
+
+use crate::aws::{CloudSettings, SharedCloud};
+use crate::blobs::{Blobs, DeployedBlobs, LocalBlobs, WithS3};
+use crate::config::{Config, StoreKind};
+use crate::seal::{KmsSealer, LocalSealer, SharedSealer};
+use crate::store::{DynamoStore, Store};
+
+#[derive(Clone)]
+pub struct AppState {
+    pub config: Arc<Config>,
+    pub store: Store,
+    pub blobs: Blobs,
+    /// Set when blobs are local files: dev-server then serves their `/object/` links.
+    pub local_blobs: Option<LocalBlobs>,
+    /// For calls out (the public registry proxy); built once, cloned cheaply.
+    pub http: reqwest::Client,
+    /// Seals stored secrets: KMS in AWS, a key file locally.
+    pub sealer: SharedSealer,
+    /// Rung when background work is recorded; dev-server's job runner wakes on it (in AWS the
+    /// schedule picks the work up).
+    pub work: Arc<tokio::sync::Notify>,
+    /// The broker's AWS clients, one per distinct root configuration, built on first use.
+    pub clouds: Arc<tokio::sync::Mutex<Vec<(CloudSettings, SharedCloud)>>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BootError {
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("blobs: {0}")]
+    Blobs(#[from] crate::blobs::BlobError),
+    #[error("HTTP client: {0}")]
+    Http(String),
+    #[error("seal: {0}")]
+    Seal(#[from] crate::seal::SealError),
+    #[error("bootstrap tokens: {0}")]
+    Bootstrap(String),
+    #[error("HANGAR_STORE=sqlite: this build has no embedded store (a Lambda function); set HANGAR_STORE=dynamodb")]
+    NoEmbeddedStore,
+    #[error("data directory {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+}
+
+impl AppState {
+    /// Builds the store and blob adapters the configuration names. With `init`, the DynamoDB
+    /// table and S3 bucket are created when missing.
+    pub async fn build(config: Config, init: bool) -> Result<Self, BootError> {
+        Self::build_with::<WithS3>(config, init).await
+    }
+
+    /// The same, with `B` as the blob adapter when deployed: a type rather than a value, so
+    /// that a function whose family keeps no archives has no S3 client compiled in.
+    pub async fn build_with<B: DeployedBlobs>(config: Config, init: bool) -> Result<Self, BootError> {
+        let (store, blobs, local_blobs): (Store, Blobs, Option<LocalBlobs>) = match config.store {
+            StoreKind::Sqlite => embedded(&config)?,
+            StoreKind::Dynamodb => {
+                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config.table.clone());
+                if init {
+                    store.create_table_if_missing().await?;
+                }
+                let blobs = B::connect(&sdk, &config.bucket, init).await?;
+                (Arc::new(store), blobs, None)
+            }
+        };
+        let http = reqwest::Client::builder()
+            .timeout(config.public_registry_timeout)
+            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| BootError::Http(e.to_string()))?;
+        let sealer: SharedSealer = match &config.kms_key_id {
+            Some(key_id) => {
+                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                Arc::new(KmsSealer::new(aws_sdk_kms::Client::new(&sdk), key_id.clone()))
+            }
+            None => Arc::new(LocalSealer::open(&data_dir(&config)?.join("broker-seal.key"))?),
+        };
+        let work = Arc::new(tokio::sync::Notify::new());
+        let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
+        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer, work, clouds })
+    }
+}
+
+/// The data directory, created when missing.
+fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
+    let dir = config.data_dir.as_path();
+    std::fs::create_dir_all(dir).map_err(|source| BootError::DataDir { path: dir.display().to_string(), source })?;
+    Ok(dir)
+}
+
+/// The embedded store and local blobs in the data directory: dev-server's.
+#[cfg(feature = "sqlite")]
+fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootError> {
+    let dir = data_dir(config)?;
+    let store = crate::store::SqliteStore::open(dir.join("hangar.db"))?;
+    let key = crate::blobs::signing_key(dir)?;
+    let local = LocalBlobs::new(
+        dir.join("objects"),
+        key,
+        config.public_url.clone().unwrap_or_default(),
+        config.max_upload_bytes,
+    )?;
+    Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))
+}
+
+#[cfg(not(feature = "sqlite"))]
+fn embedded(_: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootError> {
+    Err(BootError::NoEmbeddedStore)
+}

@@ -1,0 +1,366 @@
+//! The accounts family over HTTP: organizations, teams and tokens, workspaces, and the
+//! 401 / 403 / 404 matrix.
+
+use hangar_tests::TestApp;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+fn workspace(name: &str) -> Value {
+    json!({"data": {"type": "workspaces", "attributes": {"name": name}}})
+}
+
+#[tokio::test]
+async fn ping_answers_204_with_the_headers_clients_read() {
+    let app = TestApp::spawn().await;
+    let reply = app.request(Method::GET, "/api/v2/ping", None, None).await;
+    assert_eq!(reply.status, 204);
+    assert_eq!(reply.headers["tfp-api-version"], "2.6");
+    assert!(reply.headers.contains_key("x-ratelimit-limit"));
+}
+
+#[tokio::test]
+async fn requests_without_a_valid_token_get_a_json_api_401() {
+    let app = TestApp::spawn().await;
+    for token in [None, Some("not-a-token"), Some("")] {
+        let reply = app.request(Method::GET, "/api/v2/organizations", token, None).await;
+        assert_eq!(reply.status, 401, "token {token:?}");
+        assert_eq!(reply.headers["content-type"], "application/vnd.api+json");
+        assert_eq!(reply.body["errors"][0]["status"], "401");
+    }
+}
+
+#[tokio::test]
+async fn the_site_admin_creates_an_organization_with_its_owners_team() {
+    let app = TestApp::spawn().await;
+    let created = app.create_organization("acme").await;
+    assert_eq!(created.headers["content-type"], "application/vnd.api+json");
+    let org = &created.body["data"];
+    assert_eq!(org["type"], "organizations");
+    assert_eq!(org["id"], "acme");
+    assert_eq!(org["attributes"]["email"], "ops@example.com");
+    assert!(org["attributes"]["external-id"].as_str().unwrap().starts_with("org-"));
+    assert_eq!(org["links"]["self"], "/api/v2/organizations/acme");
+
+    let teams = app.get("/api/v2/organizations/acme/teams", &app.admin_token).await;
+    assert_eq!(teams.status, 200);
+    assert_eq!(teams.body["data"][0]["attributes"]["name"], "owners");
+    assert_eq!(teams.body["meta"]["pagination"]["total-count"], 1);
+}
+
+#[tokio::test]
+async fn only_the_site_admin_creates_organizations() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let body = json!({"data": {"type": "organizations", "attributes": {"name": "other", "email": "a@b.io"}}});
+    let reply = app.post("/api/v2/organizations", &owners, body).await;
+    assert_eq!(reply.status, 403);
+}
+
+#[tokio::test]
+async fn organization_names_follow_the_rules_and_are_unique() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    for (name, email) in [("acme", "ops@example.com"), ("has space", "ops@example.com"), ("ok-name", "nope")] {
+        let body = json!({"data": {"type": "organizations", "attributes": {"name": name, "email": email}}});
+        let reply = app.post("/api/v2/organizations", &app.admin_token, body).await;
+        assert_eq!(reply.status, 422, "{name} / {email}: {:?}", reply.body);
+        let expected = if email == "nope" { "/data/attributes/email" } else { "/data/attributes/name" };
+        assert_eq!(reply.pointer(), expected);
+    }
+}
+
+#[tokio::test]
+async fn malformed_bodies_get_400_or_a_422_that_points_at_the_member() {
+    let app = TestApp::spawn().await;
+    let raw = app
+        .client
+        .post(format!("{}/api/v2/organizations", app.url))
+        .bearer_auth(&app.admin_token)
+        .header("Content-Type", "application/vnd.api+json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(raw.status(), 400);
+
+    let cases = [
+        (json!({}), "/data"),
+        (json!({"data": {"type": "teams", "attributes": {"name": "x"}}}), "/data/type"),
+        (json!({"data": {"type": "organizations", "attributes": {"email": "a@b.io"}}}), "/data/attributes/name"),
+        (
+            json!({"data": {"type": "organizations", "attributes": {"name": 7, "email": "a@b.io"}}}),
+            "/data/attributes/name",
+        ),
+    ];
+    for (body, pointer) in cases {
+        let reply = app.post("/api/v2/organizations", &app.admin_token, body.clone()).await;
+        assert_eq!(reply.status, 422, "{body}: {:?}", reply.body);
+        assert_eq!(reply.pointer(), pointer, "{body}");
+    }
+}
+
+#[tokio::test]
+async fn a_token_of_one_organization_learns_nothing_about_another() {
+    let app = TestApp::spawn().await;
+    app.create_organization("alpha").await;
+    app.create_organization("beta").await;
+    let alpha = app.owners_token("alpha").await;
+    let beta_owners = app.owners_token("beta").await;
+    let ws = app.post("/api/v2/organizations/beta/workspaces", &beta_owners, workspace("prod")).await;
+    let ws_id = ws.body["data"]["id"].as_str().unwrap().to_owned();
+    let beta_teams = app.get("/api/v2/organizations/beta/teams", &app.admin_token).await;
+    let beta_team = beta_teams.body["data"][0]["id"].as_str().unwrap().to_owned();
+
+    let probes = [
+        (Method::GET, "/api/v2/organizations/beta".to_owned()),
+        (Method::PATCH, "/api/v2/organizations/beta".to_owned()),
+        (Method::DELETE, "/api/v2/organizations/beta".to_owned()),
+        (Method::GET, "/api/v2/organizations/beta/teams".to_owned()),
+        (Method::POST, "/api/v2/organizations/beta/teams".to_owned()),
+        (Method::GET, "/api/v2/organizations/beta/workspaces".to_owned()),
+        (Method::GET, "/api/v2/organizations/beta/workspaces/prod".to_owned()),
+        (Method::GET, format!("/api/v2/workspaces/{ws_id}")),
+        (Method::DELETE, format!("/api/v2/workspaces/{ws_id}")),
+        (Method::GET, format!("/api/v2/teams/{beta_team}")),
+        (Method::POST, format!("/api/v2/teams/{beta_team}/authentication-token")),
+        (Method::GET, "/api/v2/organizations/does-not-exist".to_owned()),
+    ];
+    for (method, path) in probes {
+        let kind = match (&method, path.ends_with("authentication-token")) {
+            (_, true) => "authentication-tokens",
+            (&Method::PATCH, _) => "organizations",
+            _ => "teams",
+        };
+        let body = matches!(method, Method::POST | Method::PATCH)
+            .then(|| json!({"data": {"type": kind, "attributes": {"name": "sneaky"}}}));
+        let reply = app.request(method.clone(), &path, Some(&alpha), body).await;
+        assert_eq!(reply.status, 404, "{method} {path}: {:?}", reply.body);
+        assert_eq!(reply.body["errors"][0]["status"], "404");
+    }
+    let listed = app.get("/api/v2/organizations", &alpha).await;
+    let names: Vec<&str> = listed.body["data"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap()).collect();
+    assert_eq!(names, ["alpha"]);
+    // Nothing was changed by the probes.
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{ws_id}"), &beta_owners).await.status, 200);
+}
+
+#[tokio::test]
+async fn organization_access_flags_grant_what_they_name() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    let (_, modules) = app.team_with_token("acme", "modules", json!({"manage-modules": true})).await;
+    let (_, workspaces) = app.team_with_token("acme", "platform", json!({"manage-workspaces": true})).await;
+
+    let denied = app.post("/api/v2/organizations/acme/workspaces", &modules, workspace("one")).await;
+    assert_eq!(denied.status, 403, "{:?}", denied.body);
+    let allowed = app.post("/api/v2/organizations/acme/workspaces", &workspaces, workspace("one")).await;
+    assert_eq!(allowed.status, 201, "{:?}", allowed.body);
+    // Reading is open to every team of the organization; owning is not.
+    assert_eq!(app.get("/api/v2/organizations/acme/workspaces", &modules).await.status, 200);
+    let team_body = json!({"data": {"type": "teams", "attributes": {"name": "x"}}});
+    assert_eq!(app.post("/api/v2/organizations/acme/teams", &workspaces, team_body).await.status, 403);
+    assert_eq!(app.delete("/api/v2/organizations/acme", &workspaces).await.status, 403);
+
+    let team = app.get("/api/v2/organizations/acme/teams", &modules).await;
+    let platform =
+        team.body["data"].as_array().unwrap().iter().find(|t| t["attributes"]["name"] == "platform").unwrap();
+    assert_eq!(platform["attributes"]["organization-access"]["manage-workspaces"], true);
+    assert_eq!(platform["attributes"]["organization-access"]["manage-modules"], false);
+}
+
+#[tokio::test]
+async fn a_team_token_is_shown_once_and_replaced_or_revoked_for_good() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    let (team_id, first) = app.team_with_token("acme", "ci", json!({"manage-modules": true})).await;
+    assert_eq!(app.get("/api/v2/account/details", &first).await.status, 200);
+
+    let shown = app.get(&format!("/api/v2/teams/{team_id}"), &app.admin_token).await;
+    assert!(!shown.body.to_string().contains(&first), "a team read never shows the secret");
+
+    let second = app.token_for_team(&team_id).await;
+    assert_eq!(app.get("/api/v2/account/details", &first).await.status, 401, "the old token is revoked");
+    let details = app.get("/api/v2/account/details", &second).await;
+    assert_eq!(details.status, 200);
+    assert_eq!(details.body["data"]["type"], "users");
+    assert_eq!(details.body["data"]["attributes"]["is-service-account"], true);
+
+    let revoke = app.delete(&format!("/api/v2/teams/{team_id}/authentication-token"), &app.admin_token).await;
+    assert_eq!(revoke.status, 204);
+    assert_eq!(app.get("/api/v2/account/details", &second).await.status, 401);
+    let again = app.delete(&format!("/api/v2/teams/{team_id}/authentication-token"), &app.admin_token).await;
+    assert_eq!(again.status, 404);
+}
+
+#[tokio::test]
+async fn a_token_with_a_past_expiry_is_refused() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    let teams = app.get("/api/v2/organizations/acme/teams", &app.admin_token).await;
+    let owners = teams.body["data"][0]["id"].as_str().unwrap().to_owned();
+    let body = json!({"data": {"type": "authentication-tokens", "attributes": {"expired-at": "2001-01-01T00:00:00Z"}}});
+    let reply = app.post(&format!("/api/v2/teams/{owners}/authentication-token"), &app.admin_token, body).await;
+    assert_eq!(reply.status, 422);
+    assert_eq!(reply.pointer(), "/data/attributes/expired-at");
+}
+
+#[tokio::test]
+async fn the_owners_team_cannot_be_deleted_but_other_teams_can() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    let (team_id, token) = app.team_with_token("acme", "temp", json!({})).await;
+    let teams = app.get("/api/v2/organizations/acme/teams", &app.admin_token).await;
+    let owners = teams.body["data"].as_array().unwrap().iter().find(|t| t["attributes"]["name"] == "owners").unwrap();
+    let owners_id = owners["id"].as_str().unwrap();
+    assert_eq!(app.delete(&format!("/api/v2/teams/{owners_id}"), &app.admin_token).await.status, 422);
+    assert_eq!(app.delete(&format!("/api/v2/teams/{team_id}"), &app.admin_token).await.status, 204);
+    assert_eq!(app.get("/api/v2/account/details", &token).await.status, 401, "its token went with it");
+    let after = app.get("/api/v2/organizations/acme/teams", &app.admin_token).await;
+    assert_eq!(after.body["meta"]["pagination"]["total-count"], 1);
+}
+
+#[tokio::test]
+async fn workspaces_are_created_read_listed_and_deleted_with_unique_names() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
+    assert_eq!(created.status, 201);
+    let id = created.body["data"]["id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("ws-"));
+    assert_eq!(created.body["data"]["relationships"]["organization"]["data"]["id"], "acme");
+
+    let duplicate = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
+    assert_eq!(duplicate.status, 422);
+    assert_eq!(duplicate.pointer(), "/data/attributes/name");
+
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{id}"), &owners).await.body["data"]["attributes"]["name"], "prod");
+    assert_eq!(app.get("/api/v2/organizations/acme/workspaces/prod", &owners).await.body["data"]["id"], id);
+    app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("dev")).await;
+    let listed = app.get("/api/v2/organizations/acme/workspaces", &owners).await;
+    let names: Vec<&str> =
+        listed.body["data"].as_array().unwrap().iter().map(|w| w["attributes"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["dev", "prod"]);
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 2);
+
+    assert_eq!(app.delete(&format!("/api/v2/workspaces/{id}"), &owners).await.status, 204);
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{id}"), &owners).await.status, 404);
+    assert_eq!(app.delete("/api/v2/organizations/acme/workspaces/dev", &owners).await.status, 204);
+    let empty = app.get("/api/v2/organizations/acme/workspaces", &owners).await;
+    assert_eq!(empty.body["meta"]["pagination"]["total-count"], 0);
+    assert_eq!(app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await.status, 201);
+}
+
+#[tokio::test]
+async fn lists_carry_the_pagination_envelope() {
+    let app = TestApp::spawn().await;
+    for i in 0..25 {
+        app.create_organization(&format!("org-{i:02}")).await;
+    }
+    let first = app.get("/api/v2/organizations?page%5Bsize%5D=10", &app.admin_token).await;
+    assert_eq!(first.body["data"].as_array().unwrap().len(), 10);
+    let meta = &first.body["meta"]["pagination"];
+    assert_eq!(meta["current-page"], 1);
+    assert_eq!(meta["page-size"], 10);
+    assert_eq!(meta["prev-page"], Value::Null);
+    assert_eq!(meta["next-page"], 2);
+    assert_eq!(meta["total-pages"], 3);
+    assert_eq!(meta["total-count"], 25);
+    assert_eq!(first.body["links"]["prev"], Value::Null);
+    let next = first.body["links"]["next"].as_str().unwrap();
+    assert!(next.starts_with(&app.url), "links are URLs: {next}");
+
+    let mut seen = Vec::new();
+    for page in 1..=3 {
+        let reply =
+            app.get(&format!("/api/v2/organizations?page[number]={page}&page[size]=10"), &app.admin_token).await;
+        seen.extend(reply.body["data"].as_array().unwrap().iter().map(|o| o["id"].as_str().unwrap().to_owned()));
+        if page == 3 {
+            assert_eq!(reply.body["meta"]["pagination"]["next-page"], Value::Null);
+            assert_eq!(reply.body["links"]["next"], Value::Null);
+        }
+    }
+    let expected: Vec<String> = (0..25).map(|i| format!("org-{i:02}")).collect();
+    assert_eq!(seen, expected, "every organization once, in name order");
+
+    let bad = app.get("/api/v2/organizations?page[size]=0", &app.admin_token).await;
+    assert_eq!(bad.status, 422);
+    assert_eq!(bad.body["errors"][0]["source"]["parameter"], "page[size]");
+}
+
+#[tokio::test]
+async fn renaming_an_organization_keeps_what_it_owns() {
+    let (app, owners) = TestApp::with_organization("old-name").await;
+    app.post("/api/v2/organizations/old-name/workspaces", &owners, workspace("prod")).await;
+    let body = json!({"data": {"type": "organizations", "attributes": {"name": "new-name"}}});
+    let renamed = app.patch("/api/v2/organizations/old-name", &owners, body).await;
+    assert_eq!(renamed.status, 200, "{:?}", renamed.body);
+    assert_eq!(renamed.body["data"]["id"], "new-name");
+    assert_eq!(app.get("/api/v2/organizations/old-name", &owners).await.status, 404);
+    assert_eq!(app.get("/api/v2/organizations/new-name/workspaces/prod", &owners).await.status, 200);
+    app.create_organization("taken").await;
+    let clash = json!({"data": {"type": "organizations", "attributes": {"name": "taken"}}});
+    assert_eq!(app.patch("/api/v2/organizations/new-name", &owners, clash).await.status, 422);
+}
+
+#[tokio::test]
+async fn deleting_an_organization_leaves_nothing_behind() {
+    let (app, owners) = TestApp::with_organization("doomed").await;
+    let (team_id, team_token) = app.team_with_token("doomed", "ci", json!({"manage-workspaces": true})).await;
+    let ws = app.post("/api/v2/organizations/doomed/workspaces", &team_token, workspace("prod")).await;
+    let ws_id = ws.body["data"]["id"].as_str().unwrap().to_owned();
+
+    assert_eq!(app.delete("/api/v2/organizations/doomed", &owners).await.status, 204);
+    assert_eq!(app.get("/api/v2/organizations/doomed", &app.admin_token).await.status, 404);
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{ws_id}"), &app.admin_token).await.status, 404);
+    assert_eq!(app.get(&format!("/api/v2/teams/{team_id}"), &app.admin_token).await.status, 404);
+    assert_eq!(app.get("/api/v2/account/details", &team_token).await.status, 401);
+    assert_eq!(app.get("/api/v2/account/details", &owners).await.status, 401);
+
+    let listed = app.get("/api/v2/organizations", &app.admin_token).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 0);
+    // The name is free again, and the new organization starts empty.
+    app.create_organization("doomed").await;
+    let fresh = app.get("/api/v2/organizations/doomed/workspaces", &app.admin_token).await;
+    assert_eq!(fresh.body["meta"]["pagination"]["total-count"], 0);
+    assert_eq!(fresh.body["data"], json!([]));
+}
+
+#[tokio::test]
+async fn unknown_paths_get_a_json_api_404() {
+    let app = TestApp::spawn().await;
+    let reply = app.get("/api/v2/nothing-here", &app.admin_token).await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.body["errors"][0]["status"], "404");
+}
+
+#[tokio::test]
+async fn an_interrupted_organization_delete_can_be_finished() {
+    use hangar::store::{keys, Condition, ItemStore, UpdateOp};
+    let (app, owners) = TestApp::with_organization("halfway").await;
+    let ws = app.post("/api/v2/organizations/halfway/workspaces", &owners, workspace("prod")).await;
+    let ws_id = ws.body["data"]["id"].as_str().unwrap().to_owned();
+
+    // A delete that stopped right after marking the organization inactive (the second connection
+    // to the same file stands in for the process that died).
+    let store = app.store();
+    let marker = store.get(&keys::organization_name("halfway")).await.unwrap().unwrap();
+    let org_id = marker.attrs["org_id"].as_str().unwrap().to_owned();
+    store.update(&keys::organization(&org_id), vec![UpdateOp::set("active", false)], Condition::Exists).await.unwrap();
+    assert_eq!(app.get("/api/v2/organizations/halfway", &app.admin_token).await.status, 404, "hidden meanwhile");
+
+    assert_eq!(app.delete("/api/v2/organizations/halfway", &app.admin_token).await.status, 204);
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{ws_id}"), &app.admin_token).await.status, 404);
+    assert_eq!(app.delete("/api/v2/organizations/halfway", &app.admin_token).await.status, 404);
+    app.create_organization("halfway").await;
+}
+
+#[tokio::test]
+async fn a_wrong_method_or_an_oversized_body_gets_a_json_api_error() {
+    let app = TestApp::spawn().await;
+    let reply = app.request(Method::PUT, "/api/v2/organizations", Some(&app.admin_token), None).await;
+    assert_eq!(reply.status, 405);
+    assert_eq!(reply.body["errors"][0]["status"], "405");
+
+    let huge = json!({"data": {"type": "organizations", "attributes": {"name": "x".repeat(3 << 20)}}});
+    let reply = app.post("/api/v2/organizations", &app.admin_token, huge).await;
+    assert_eq!(reply.status, 413);
+    assert_eq!(reply.body["errors"][0]["status"], "413");
+}

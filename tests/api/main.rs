@@ -1,0 +1,15 @@
+//! The black-box tests: dev-server driven over HTTP exactly as clients drive it, one module per
+//! family, all in one binary (and one process: a test that changes process-wide state, such as
+//! environment variables, does it through a fixture of `hangar_tests` that makes it safe).
+
+mod accounts;
+mod agent_pools;
+mod broker;
+mod dev_server;
+mod dynamodb;
+mod events;
+mod oauth_clients;
+mod registry;
+mod registry_protocol;
+mod registry_proxy;
+mod vcs_publishing;
