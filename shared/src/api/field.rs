@@ -11,6 +11,8 @@ pub enum Field {
     Member(&'static str),
     /// `/data/attributes/<name>`
     Attribute(&'static str),
+    /// `/data/attributes/<name>/<member>`, a member of an object attribute.
+    Nested(&'static str, &'static str),
     /// `/data/relationships/<name>`
     Relationship(&'static str),
     /// `/data/relationships/<name>/data/id`
@@ -26,6 +28,7 @@ impl Field {
             Field::Document => String::new(),
             Field::Member(name) => format!("/{name}"),
             Field::Attribute(name) => format!("/data/attributes/{name}"),
+            Field::Nested(name, member) => format!("/data/attributes/{name}/{member}"),
             Field::Relationship(name) => format!("/data/relationships/{name}"),
             Field::RelationshipId(name) => format!("/data/relationships/{name}/data/id"),
             Field::RelationshipEntry(name, index) => format!("/data/relationships/{name}/data/{index}"),

@@ -14,7 +14,7 @@ use super::{duration, template};
 use crate::aws::{CloudSettings, SharedCloud};
 use crate::config::Edition;
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item};
+use crate::store::{keys, Condition, Item, ItemStore};
 
 /// What Vault's lease defaults to when `config/lease` was never written (its system TTL).
 const DEFAULT_LEASE: Duration = Duration::from_secs(768 * 3600);
@@ -102,8 +102,8 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
     Ok(())
 }
 
-pub async fn root(state: &AppState, mount: &Mount) -> Result<RootConfig> {
-    match state.store.get(&keys::mount_config(&mount.uuid, "root")).await? {
+pub async fn root(store: &dyn ItemStore, mount: &Mount) -> Result<RootConfig> {
+    match store.get(&keys::mount_config(&mount.uuid, "root")).await? {
         Some(item) => Ok(item.parse()?),
         None => Ok(RootConfig { max_retries: -1, ..RootConfig::default() }),
     }
@@ -158,7 +158,7 @@ pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<SharedCloud>
 
 /// The AWS client of a mount, and the root configuration it was built from.
 pub async fn mount_cloud(state: &AppState, mount: &Mount) -> Result<(SharedCloud, RootConfig)> {
-    let config = root(state, mount).await?;
+    let config = root(state.store.as_ref(), mount).await?;
     Ok((cloud(state, &config).await?, config))
 }
 
@@ -228,7 +228,7 @@ pub struct LeaseConfig {
     pub lease_max: u64,
 }
 
-pub async fn write_lease(state: &AppState, mount: &Mount, body: &Map<String, Value>) -> Result<()> {
+pub async fn write_lease(store: &dyn ItemStore, mount: &Mount, body: &Map<String, Value>) -> Result<()> {
     let field = |name: &str| -> Result<u64> {
         let value = body
             .get(name)
@@ -241,12 +241,12 @@ pub async fn write_lease(state: &AppState, mount: &Mount, body: &Map<String, Val
         return Err(BrokerError::invalid("lease must not exceed lease_max"));
     }
     let item = Item::from_value(keys::mount_config(&mount.uuid, "lease"), &config)?;
-    state.store.put(item, Condition::Always).await?;
+    store.put(item, Condition::Always).await?;
     Ok(())
 }
 
-pub async fn lease(state: &AppState, mount: &Mount) -> Result<LeaseConfig> {
-    match state.store.get(&keys::mount_config(&mount.uuid, "lease")).await? {
+pub async fn lease(store: &dyn ItemStore, mount: &Mount) -> Result<LeaseConfig> {
+    match store.get(&keys::mount_config(&mount.uuid, "lease")).await? {
         Some(item) => Ok(item.parse()?),
         None => Ok(LeaseConfig { lease: DEFAULT_LEASE.as_secs(), lease_max: DEFAULT_LEASE.as_secs() }),
     }

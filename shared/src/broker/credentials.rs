@@ -193,8 +193,9 @@ async fn iam_user(
             return Err(e.into());
         }
     };
-    let lease = config::lease(state, mount).await?;
-    let lease_id = leases::create(state, mount, &role.name, &name, Duration::from_secs(lease.lease)).await?;
+    let lease = config::lease(state.store.as_ref(), mount).await?;
+    let lease_id =
+        leases::create(state.store.as_ref(), mount, &role.name, &name, Duration::from_secs(lease.lease)).await?;
     let data = json!({ "access_key": key.id, "secret_key": key.secret, "session_token": null, "security_token": null });
     Ok(Issued { data, lease_id, lease_duration: lease.lease, renewable: true })
 }

@@ -39,6 +39,12 @@ struct Row {
     operations: &'static [(Operation, Handler)],
 }
 
+impl Row {
+    fn handler(&self, operation: Operation) -> Option<Handler> {
+        self.operations.iter().find(|(op, _)| *op == operation).map(|(_, handler)| *handler)
+    }
+}
+
 /// Every path the engine serves. `List` on a path naming one object reads it, as `GET
 /// ?list=true` there always has.
 const PATHS: &[Row] = &[
@@ -99,12 +105,6 @@ fn find(path: &str) -> Option<(&'static Row, &str)> {
         }
         segments.next().is_none().then_some((row, name))
     })
-}
-
-impl Row {
-    fn handler(&self, operation: Operation) -> Option<Handler> {
-        self.operations.iter().find(|(op, _)| *op == operation).map(|(_, handler)| *handler)
-    }
 }
 
 /// The operation of a method, as Vault maps them; `None` for a method it has none for.

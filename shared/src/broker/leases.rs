@@ -17,7 +17,7 @@ use super::http::{Caller, VaultBody, VaultResponse};
 use super::mounts::{self, Mount};
 use super::{config, duration, policies, schedule};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Index, Item, UpdateOp};
+use crate::store::{keys, Condition, Index, Item, ItemStore, UpdateOp};
 
 const EXPIRY_PARTITION: &str = "BLEASES";
 
@@ -39,7 +39,7 @@ fn item(lease: &Lease) -> Result<Item> {
 }
 
 /// Records a lease for a created IAM user; returns its id.
-pub async fn create(state: &AppState, mount: &Mount, role: &str, user: &str, ttl: Duration) -> Result<String> {
+pub async fn create(store: &dyn ItemStore, mount: &Mount, role: &str, user: &str, ttl: Duration) -> Result<String> {
     let now = chrono::Utc::now().timestamp();
     let lease = Lease {
         id: format!("{}/creds/{role}/{}", mount.path, crate::ids::random_token(24)),
@@ -50,7 +50,7 @@ pub async fn create(state: &AppState, mount: &Mount, role: &str, user: &str, ttl
         expire_at: now + ttl.as_secs() as i64,
         last_renewal: None,
     };
-    state.store.put(item(&lease)?, Condition::NotExists).await?;
+    store.put(item(&lease)?, Condition::NotExists).await?;
     Ok(lease.id)
 }
 
@@ -161,7 +161,7 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
         .to_owned();
     let (mount, mut lease) =
         find(&state, &id).await?.ok_or_else(|| BrokerError::invalid("lease not found or lease is not renewable"))?;
-    let limits = config::lease(&state, &mount).await?;
+    let limits = config::lease(state.store.as_ref(), &mount).await?;
     let increment = match body.get("increment").filter(|v| !v.is_null()) {
         Some(value) => duration::parse(value).map_err(|e| BrokerError::invalid(format!("increment: {e}")))?.as_secs(),
         None => limits.lease,

@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 
 use crate::accounts::AccountsError;
-use crate::api::ApiError;
+use crate::api::{ApiError, Field};
 use crate::seal::SealError;
 use crate::store::StoreError;
 use crate::vcs::VcsError;
@@ -20,7 +20,7 @@ pub enum RegistryError {
     #[error("{0}")]
     Forbidden(String),
     #[error("{detail}")]
-    Invalid { pointer: String, detail: String },
+    Invalid { field: Field, detail: String },
     #[error("{0}")]
     Conflict(String),
     /// A webhook delivery whose signature does not verify.
@@ -44,8 +44,8 @@ pub enum RegistryError {
 }
 
 impl RegistryError {
-    pub fn invalid(pointer: &str, detail: impl Into<String>) -> Self {
-        RegistryError::Invalid { pointer: pointer.to_owned(), detail: detail.into() }
+    pub fn invalid(field: Field, detail: impl Into<String>) -> Self {
+        RegistryError::Invalid { field, detail: detail.into() }
     }
 }
 
@@ -53,7 +53,7 @@ impl From<AccountsError> for RegistryError {
     fn from(e: AccountsError) -> Self {
         match e {
             AccountsError::NotFound | AccountsError::Forbidden(_) => RegistryError::NotFound,
-            AccountsError::Invalid { field, detail } => RegistryError::Invalid { pointer: field.pointer(), detail },
+            AccountsError::Invalid { field, detail } => RegistryError::Invalid { field, detail },
             AccountsError::Store(e) => RegistryError::Store(e),
             AccountsError::Seal(e) => RegistryError::Seal(e),
         }
@@ -66,14 +66,14 @@ impl From<RegistryError> for ApiError {
             RegistryError::NotFound => ApiError::not_found(),
             RegistryError::CurationDisabled => ApiError::forbidden("public module curation is disabled"),
             RegistryError::Forbidden(detail) => ApiError::forbidden(detail),
-            RegistryError::Invalid { pointer, detail } => ApiError::invalid(pointer, detail),
+            RegistryError::Invalid { field, detail } => ApiError::invalid(field.pointer(), detail),
             RegistryError::Conflict(detail) => ApiError::new(StatusCode::CONFLICT, "conflict", detail),
             RegistryError::Unauthorized => {
                 ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "The delivery's signature does not verify.")
             }
             RegistryError::Store(e) => ApiError::from(e),
             RegistryError::Blobs(e) => ApiError::internal(e),
-            RegistryError::Seal(e) => ApiError::internal(e),
+            RegistryError::Seal(e) => ApiError::from(e),
             RegistryError::Vcs(e) => ApiError::internal(e),
             RegistryError::Task(e) => ApiError::internal(e),
         }

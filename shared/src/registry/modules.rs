@@ -7,7 +7,7 @@ use super::error::{RegistryError, Result};
 use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
 use super::status::OK;
 use crate::accounts::access::{self, join, Organization};
-use crate::api::{timestamp, PageRequest};
+use crate::api::{Field, timestamp, PageRequest};
 use crate::auth::{Permission, Principal};
 use crate::config::Edition;
 use crate::ids::new_id;
@@ -301,23 +301,23 @@ pub async fn create(
     // Older clients omit `registry-name`; HCP Terraform then creates a private module.
     let registry = match &new.registry {
         None => RegistryName::Private,
-        Some(raw) => RegistryName::parse("/data/attributes/registry-name", raw)?,
+        Some(raw) => RegistryName::parse(Field::Attribute("registry-name"), raw)?,
     };
     check_curation(state, registry)?;
-    let name = ModuleName::parse("/data/attributes/name", &new.name)?;
-    let provider = ProviderName::parse("/data/attributes/provider", &new.provider)?;
+    let name = ModuleName::parse(Field::Attribute("name"), &new.name)?;
+    let provider = ProviderName::parse(Field::Attribute("provider"), &new.provider)?;
     let namespace = match (registry, new.namespace.as_deref()) {
         (RegistryName::Private, Some(ns)) if ns != org.name => {
             return Err(RegistryError::invalid(
-                "/data/attributes/namespace",
+                Field::Attribute("namespace"),
                 "namespace must not be set for private modules: it is the organization's name",
             ))
         }
         (RegistryName::Private, _) => None,
-        (RegistryName::Public, Some(ns)) => Some(Namespace::parse("/data/attributes/namespace", ns)?),
+        (RegistryName::Public, Some(ns)) => Some(Namespace::parse(Field::Attribute("namespace"), ns)?),
         (RegistryName::Public, None) => {
             return Err(RegistryError::invalid(
-                "/data/attributes/namespace",
+                Field::Attribute("namespace"),
                 "namespace is required for public modules",
             ))
         }
@@ -336,7 +336,7 @@ pub(super) async fn insert(store: &dyn ItemStore, module: &Module) -> Result<()>
     ];
     match store.transact(writes).await {
         Err(e) if e.failed_write() == Some(0) => Err(RegistryError::invalid(
-            "/data/attributes/name",
+            Field::Attribute("name"),
             "a module with this namespace, name and provider already exists",
         )),
         Err(e) if e.failed_write() == Some(2) => Err(RegistryError::NotFound),

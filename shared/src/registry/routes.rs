@@ -13,7 +13,7 @@ use super::publishing::{self, PublishRequest};
 use super::render;
 use super::versions::{self, NewVersion};
 use crate::api::BaseUrl;
-use crate::api::{ApiError, Document, JsonApiBody, Listing, QueryParams};
+use crate::api::{Field, ApiError, Document, JsonApiBody, Listing, QueryParams};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -88,7 +88,7 @@ impl ProviderPath {
 fn filter(params: &QueryParams) -> Result<ModuleFilter> {
     let registry = match params.non_empty("filter[registry_name]") {
         None => None,
-        Some(raw) => Some(RegistryName::parse("", raw).map_err(|_| {
+        Some(raw) => Some(RegistryName::parse(Field::Document, raw).map_err(|_| {
             ApiError::invalid_parameter("filter[registry_name]", "filter[registry_name] must be `private` or `public`")
         })?),
     };
@@ -244,6 +244,7 @@ async fn create_version(
     let attrs = body.resource::<VersionAttrs>(&["registry-module-versions"])?.attributes;
     let new = NewVersion { version: attrs.version, commit_sha: attrs.commit_sha };
     let accepted = versions::accept(&state, &principal, &path.org, &path.address()?, &path.provider, new).await?;
+    // A branch-based module's version is the archive at a commit, which publishing fetches.
     let created = if accepted.module.publishes_from_branch() {
         publishing::create_branch_version(&state, accepted).await?
     } else {

@@ -10,7 +10,7 @@ use super::modules::{self, load, modify, organization, Address, Module, VersionS
 use super::names::{parse_version, RegistryName};
 use super::status::{OK, PENDING};
 use crate::accounts::access::Organization;
-use crate::api::timestamp;
+use crate::api::{timestamp, Field};
 use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
 use crate::ids::new_id;
@@ -152,7 +152,7 @@ pub async fn accept(
     if address.registry == RegistryName::Public {
         return Err(RegistryError::Forbidden("Versions cannot be created for public modules.".into()));
     }
-    let version = parse_version("/data/attributes/version", &new.version)?;
+    let version = parse_version(Field::Attribute("version"), &new.version)?;
     Ok(AcceptedVersion { module, version, commit_sha: new.commit_sha })
 }
 
@@ -177,7 +177,7 @@ pub async fn create(state: &AppState, accepted: AcceptedVersion) -> Result<Creat
     let (module, version) = modify(state.store.as_ref(), &module.key(), |module| {
         if module.publishes_from_tags() {
             return Err(RegistryError::invalid(
-                "/data/attributes/version",
+                Field::Attribute("version"),
                 "this module publishes a version for each tag of its repository; versions cannot be created by hand",
             ));
         }
@@ -187,7 +187,7 @@ pub async fn create(state: &AppState, accepted: AcceptedVersion) -> Result<Creat
     .await
     .map_err(|e| match e {
         RegistryError::Store(e) if e.failed_write() == Some(1) => {
-            RegistryError::invalid("/data/attributes/version", format!("version {semver} already exists"))
+            RegistryError::invalid(Field::Attribute("version"), format!("version {semver} already exists"))
         }
         other => other,
     })?;

@@ -9,11 +9,11 @@ use crate::broker::http::VaultResponse;
 use crate::broker::request::EngineRequest;
 
 pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
-    let lease = config::lease(request.state, &request.mount).await?;
+    let lease = config::lease(request.state.store.as_ref(), &request.mount).await?;
     Ok(VaultResponse::data(config::lease_data(&lease)).into_response())
 }
 
 pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
-    config::write_lease(request.state, &request.mount, &request.object()?).await?;
+    config::write_lease(request.state.store.as_ref(), &request.mount, &request.object()?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

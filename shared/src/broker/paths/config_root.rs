@@ -10,7 +10,7 @@ use crate::broker::http::VaultResponse;
 use crate::broker::request::EngineRequest;
 
 pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
-    let root = config::root(request.state, &request.mount).await?;
+    let root = config::root(request.state.store.as_ref(), &request.mount).await?;
     Ok(VaultResponse::data(config::root_data(&root, request.state.config.edition)).into_response())
 }
 

@@ -17,7 +17,7 @@ use axum::Router;
 use bytes::Bytes;
 
 use super::error::{ProtocolError, Result};
-use crate::api::ApiError;
+use crate::api::{ApiError, Field};
 use crate::auth::Principal;
 use crate::registry::names::{ModuleName, Namespace, ProviderName};
 use crate::registry::RegistryError;
@@ -46,9 +46,9 @@ impl Address {
     fn parse(namespace: &str, name: &str, provider: &str) -> Result<Self> {
         let not_found = |_: RegistryError| ProtocolError::NotFound;
         Ok(Address {
-            namespace: Namespace::parse("", namespace).map_err(not_found)?,
-            name: ModuleName::parse("", name).map_err(not_found)?,
-            provider: ProviderName::parse("", provider).map_err(not_found)?,
+            namespace: Namespace::parse(Field::Document, namespace).map_err(not_found)?,
+            name: ModuleName::parse(Field::Document, name).map_err(not_found)?,
+            provider: ProviderName::parse(Field::Document, provider).map_err(not_found)?,
         })
     }
 }

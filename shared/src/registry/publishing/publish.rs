@@ -2,6 +2,7 @@
 //! form), and switching a published module between tag- and branch-based publishing.
 
 use super::sync::{connection_of, sync_work};
+use crate::api::Field;
 use crate::accounts::access::{self, Organization};
 use crate::accounts::oauth;
 use crate::auth::{Permission, Principal};
@@ -13,7 +14,7 @@ use crate::store::{keys, Condition, Item, ItemStore, Write};
 use crate::vcs::{self, RepoId, ServiceProvider};
 
 /// Where a publish request's repository settings sit in the request document.
-const REPO: &str = "/data/attributes/vcs-repo";
+const REPO: Field = Field::Attribute("vcs-repo");
 
 pub struct PublishRequest {
     pub identifier: Option<String>,
@@ -29,19 +30,19 @@ pub struct PublishRequest {
 pub fn module_from_repository(repository: &str) -> Option<(ModuleName, ProviderName)> {
     let rest = repository.strip_prefix("terraform-")?;
     let (provider, name) = rest.split_once('-')?;
-    Some((ModuleName::parse("", name).ok()?, ProviderName::parse("", provider).ok()?))
+    Some((ModuleName::parse(Field::Document, name).ok()?, ProviderName::parse(Field::Document, provider).ok()?))
 }
 
 /// The organization a deprecated `POST /registry-modules` publishes into: its OAuth token's.
 pub async fn organization_of_token(store: &dyn ItemStore, oauth_token_id: Option<&str>) -> Result<String> {
     let id = oauth_token_id
-        .ok_or_else(|| RegistryError::invalid(&format!("{REPO}/oauth-token-id"), "oauth-token-id is required"))?;
+        .ok_or_else(|| RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required"))?;
     let item = crate::store::pointer::follow(store, id).await?;
     let org_id = item
         .filter(|_| id.starts_with("ot-"))
         .and_then(|i| i.attrs.get("org_id").and_then(|v| v.as_str()).map(str::to_owned));
     let org_id = org_id.ok_or_else(|| {
-        RegistryError::invalid(&format!("{REPO}/oauth-token-id"), format!("OAuth token {id} not found"))
+        RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), format!("OAuth token {id} not found"))
     })?;
     Ok(access::get_by_id(store, &org_id).await?.name)
 }
@@ -51,14 +52,14 @@ pub async fn organization_of_token(store: &dyn ItemStore, oauth_token_id: Option
 fn oauth_token_id(request: &PublishRequest) -> Result<String> {
     match (&request.oauth_token_id, &request.github_app_installation_id) {
         (Some(_), Some(_)) => Err(RegistryError::invalid(
-            &format!("{REPO}/oauth-token-id"),
+            Field::Nested("vcs-repo", "oauth-token-id"),
             "oauth-token-id and github-app-installation-id are mutually exclusive",
         )),
         (None, Some(_)) => Err(RegistryError::invalid(
-            &format!("{REPO}/github-app-installation-id"),
+            Field::Nested("vcs-repo", "github-app-installation-id"),
             "GitHub App installations are not available; connect the repository with an oauth-token-id",
         )),
-        (None, None) => Err(RegistryError::invalid(&format!("{REPO}/oauth-token-id"), "oauth-token-id is required")),
+        (None, None) => Err(RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required")),
         (Some(id), None) => Ok(id.clone()),
     }
 }
@@ -75,22 +76,22 @@ pub async fn publish(
     let org = modules::organization(store, principal, org_name, Permission::ManageModules).await?;
     let identifier = request.identifier.clone().filter(|i| !i.trim().is_empty());
     let identifier =
-        identifier.ok_or_else(|| RegistryError::invalid(&format!("{REPO}/identifier"), "identifier is required"))?;
+        identifier.ok_or_else(|| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), "identifier is required"))?;
     let oauth_token_id = oauth_token_id(&request)?;
     let connection = oauth::token_for(state, &org.id, &oauth_token_id).await?.ok_or_else(|| {
         RegistryError::invalid(
-            &format!("{REPO}/oauth-token-id"),
+            Field::Nested("vcs-repo", "oauth-token-id"),
             format!("OAuth token {oauth_token_id} not found in organization {}", org.name),
         )
     })?;
     let kind = ServiceProvider::parse(&connection.service_provider).ok_or_else(|| {
-        RegistryError::invalid(&format!("{REPO}/oauth-token-id"), "the token's VCS provider is not supported")
+        RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "the token's VCS provider is not supported")
     })?;
     let repo =
-        RepoId::parse(&kind, &identifier).map_err(|e| RegistryError::invalid(&format!("{REPO}/identifier"), e))?;
+        RepoId::parse(&kind, &identifier).map_err(|e| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), e))?;
     let (name, provider) = module_from_repository(&repo.name).ok_or_else(|| {
         RegistryError::invalid(
-            &format!("{REPO}/identifier"),
+            Field::Nested("vcs-repo", "identifier"),
             format!("repository {} must be named terraform-<provider>-<name>", repo.name),
         )
     })?;

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::accounts::oauth;
-use crate::api::timestamp;
+use crate::api::{timestamp, Field};
 use crate::blobs::ObjectId;
 use crate::registry::error::{RegistryError, Result};
 use crate::registry::ingest;
@@ -197,7 +197,7 @@ pub async fn create_branch_version(state: &AppState, accepted: AcceptedVersion) 
     let AcceptedVersion { module, version, commit_sha } = accepted;
     let commit = commit_sha.filter(|c| !c.trim().is_empty()).ok_or_else(|| {
         RegistryError::invalid(
-            "/data/attributes/commit-sha",
+            Field::Attribute("commit-sha"),
             "commit-sha is required for a version of a branch-based VCS module",
         )
     })?;
@@ -205,10 +205,10 @@ pub async fn create_branch_version(state: &AppState, accepted: AcceptedVersion) 
     let sha = provider
         .commit(&repo, &commit)
         .await
-        .map_err(|e| RegistryError::invalid("/data/attributes/commit-sha", e.to_string()))?;
+        .map_err(|e| RegistryError::invalid(Field::Attribute("commit-sha"), e.to_string()))?;
     let (module, created) = modify(state.store.as_ref(), &module.key(), |module| {
         let (created, writes) = add_fetched_version(module, &version, &sha, Some(sha.clone()))?.ok_or_else(|| {
-            RegistryError::invalid("/data/attributes/version", format!("version {version} already exists"))
+            RegistryError::invalid(Field::Attribute("version"), format!("version {version} already exists"))
         })?;
         Ok((writes, created))
     })

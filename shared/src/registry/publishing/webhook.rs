@@ -4,6 +4,7 @@
 use axum::http::HeaderMap;
 
 use super::sync::{add_fetched_version, tag_version};
+use crate::api::Field;
 use crate::registry::error::{RegistryError, Result};
 use crate::registry::modules::{load, modify};
 use crate::state::AppState;
@@ -30,7 +31,7 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
         return Err(RegistryError::Unauthorized);
     }
     let payload: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| RegistryError::invalid("", format!("the delivery is not JSON: {e}")))?;
+        .map_err(|e| RegistryError::invalid(Field::Document, format!("the delivery is not JSON: {e}")))?;
     let event = header("x-github-event").or_else(|| header("x-gitlab-event"));
     let Some((tag, sha)) = vcs::tag_from_delivery(&kind, event, &payload) else { return Ok(false) };
     let Some(version) = tag_version(&tag) else { return Ok(false) };
