@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use hangar::app::routers;
-use hangar::state::AppState;
 use hangar::config::{Config, StoreKind};
+use hangar::state::AppState;
 
 use crate::api::Api;
 use crate::counting::{Counters, CountingStore};
@@ -35,7 +35,9 @@ impl Local {
             ..config
         };
         let mut state = AppState::build(config, false).await.expect("Hangar's state builds");
-        hangar::bootstrap::install_tokens(&state, hangar::bootstrap::Unconfigured::Leave).await.expect("tokens install");
+        hangar::bootstrap::install_tokens(&state, hangar::bootstrap::Unconfigured::Leave)
+            .await
+            .expect("tokens install");
         let (store, counters) = CountingStore::wrap(state.store.clone());
         state.store = store;
         let cloud = crate::fake_cloud::install(&state).await;

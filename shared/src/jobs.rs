@@ -4,9 +4,9 @@
 use aws_lambda_events::event::s3::S3Event;
 use serde::Serialize;
 
-use crate::state::AppState;
 use crate::blobs::ObjectId;
 use crate::registry::ingest::IngestOutcome;
+use crate::state::AppState;
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct IngestSummary {

@@ -4,10 +4,10 @@
 use axum::Router;
 
 use crate::app::init_tracing;
-use crate::bootstrap::{install_tokens, Unconfigured};
-use crate::state::AppState;
 use crate::blobs::{DeployedBlobs, WithS3};
+use crate::bootstrap::{install_tokens, Unconfigured};
 use crate::config::Config;
+use crate::state::AppState;
 
 pub type Error = lambda_http::Error;
 

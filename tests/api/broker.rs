@@ -7,8 +7,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use hangar::config::Config;
 use hangar::ids::random_token;
-use hangar::state::AppState;
-use hangar::store::{keys, Condition, UpdateOp};
 use hangar_tests::{moto, Moto, Reply, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -94,11 +92,6 @@ impl<'a> Vault<'a> {
 
     async fn policy(&self, name: &str, hcl: &str) {
         self.write(&format!("sys/policies/acl/{name}"), json!({"policy": hcl})).await;
-    }
-
-    async fn mount_uuid(&self, mount: &str) -> String {
-        let mounts = self.get("sys/mounts").await;
-        mounts.body["data"][format!("{mount}/")]["uuid"].as_str().expect("the mount's uuid").to_owned()
     }
 }
 
@@ -1211,13 +1204,9 @@ async fn static_roles_and_static_creds_answer_at_the_top_level() {
 
 // ----- rotation -----
 
-/// Moves a static role's next rotation into the past, in the item and in its schedule index.
-async fn make_due(state: &AppState, mount_uuid: &str, name: &str) {
-    let past = now() - 10;
-    let ops =
-        vec![UpdateOp::set("next_rotation", past), UpdateOp::set("GSI1SK", format!("{past:012}#{mount_uuid}#{name}"))];
-    let key = keys::mount_static_role(mount_uuid, name);
-    state.store.update(&key, ops, Condition::Exists).await.expect("the static role is stored");
+/// A time past a static role's first rotation period ("1h"), for running the job as if then.
+fn an_hour_later() -> i64 {
+    now() + 3600 + 10
 }
 
 /// A static role on a new IAM user; returns the user name and the role's first key.
@@ -1240,15 +1229,14 @@ async fn a_due_static_role_is_rotated_keeping_at_most_two_keys() {
     let Some((aws, app)) = broker_on_moto().await else { return };
     let root = Vault::root(&app);
     let (user, first) = static_role(&root, &aws, "app").await;
-    let uuid = root.mount_uuid("aws").await;
     let state = app.second_state().await;
 
     let (rotated, _) = hangar::broker::scheduled_run(&state).await.expect("a run");
     assert_eq!(rotated, 0, "nothing is due yet");
     assert_eq!(static_key(&root, "app").await, first);
 
-    make_due(&state, &uuid, "app").await;
-    let (rotated, _) = hangar::broker::scheduled_run(&state).await.expect("a run");
+    let later = an_hour_later();
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, later).await.expect("a run");
     assert_eq!(rotated, 1);
     let second = static_key(&root, "app").await;
     assert_ne!(second, first, "the key changed");
@@ -1258,11 +1246,10 @@ async fn a_due_static_role_is_rotated_keeping_at_most_two_keys() {
     expected.sort();
     assert_eq!(keys, expected, "the first key stays until the next rotation");
 
-    let (rotated, _) = hangar::broker::scheduled_run(&state).await.expect("a run");
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, later).await.expect("a run");
     assert_eq!(rotated, 0, "the next rotation is a period away");
 
-    make_due(&state, &uuid, "app").await;
-    let (rotated, _) = hangar::broker::scheduled_run(&state).await.expect("a run");
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, later + 3600 + 10).await.expect("a run");
     assert_eq!(rotated, 1);
     let third = static_key(&root, "app").await;
     let keys = aws.access_keys(&user).await;
@@ -1277,11 +1264,11 @@ async fn overlapping_runs_rotate_a_due_role_once() {
     let Some((aws, app)) = broker_on_moto().await else { return };
     let root = Vault::root(&app);
     let (user, first) = static_role(&root, &aws, "app").await;
-    let uuid = root.mount_uuid("aws").await;
     let (one, two) = (app.second_state().await, app.second_state().await);
-    make_due(&one, &uuid, "app").await;
 
-    let (a, b) = tokio::join!(hangar::broker::scheduled_run(&one), hangar::broker::scheduled_run(&two));
+    let later = an_hour_later();
+    let (a, b) =
+        tokio::join!(hangar::broker::scheduled_run_at(&one, later), hangar::broker::scheduled_run_at(&two, later));
     let rotated = a.expect("a run").0 + b.expect("a run").0;
     assert_eq!(rotated, 1, "the role is rotated by exactly one run");
     let stored = static_key(&root, "app").await;
@@ -1298,23 +1285,22 @@ async fn overlapping_runs_rotate_a_due_role_once() {
 async fn twenty_due_roles_all_rotate_in_one_run() {
     let Some((aws, app)) = broker_on_moto().await else { return };
     let root = Vault::root(&app);
-    let uuid = root.mount_uuid("aws").await;
     let state = app.second_state().await;
     let mut before = Vec::new();
     for i in 0..20 {
         let name = format!("app-{i:02}");
         let (user, key) = static_role(&root, &aws, &name).await;
-        make_due(&state, &uuid, &name).await;
         before.push((name, user, key));
     }
-    let (rotated, _) = hangar::broker::scheduled_run(&state).await.expect("a run");
+    let later = an_hour_later();
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, later).await.expect("a run");
     assert_eq!(rotated, 20);
     for (name, user, old) in before {
         let new = static_key(&root, &name).await;
         assert_ne!(new, old, "{name} was rotated");
         assert!(aws.access_keys(&user).await.contains(&new), "{name}");
     }
-    let (rotated, _) = hangar::broker::scheduled_run(&state).await.expect("a run");
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, later).await.expect("a run");
     assert_eq!(rotated, 0);
     app.stop().await;
 }

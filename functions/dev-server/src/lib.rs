@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use axum_server::tls_rustls::RustlsConfig;
 use hangar::app::routers;
 use hangar::bootstrap::{install_tokens, Unconfigured};
-use hangar::state::{AppState, BootError};
 use hangar::config::{Config, StoreKind};
+use hangar::state::{AppState, BootError};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 

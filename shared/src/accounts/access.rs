@@ -111,4 +111,3 @@ pub(super) async fn own_id(store: &dyn ItemStore, name: &str) -> Result<Option<S
 pub async fn get_by_id(store: &dyn ItemStore, org_id: &str) -> Result<Organization> {
     by_id(store, org_id).await?.ok_or(AccountsError::NotFound)
 }
-

@@ -10,13 +10,13 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::error::{AccountsError, Result};
 use super::access::{self, join, Organization};
+use super::error::{AccountsError, Result};
 use crate::api::Field;
 use crate::api::PageRequest;
-use crate::state::AppState;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
+use crate::state::AppState;
 use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, Write};
 
 /// Counter of VCS connections kept on the organization item, for list totals.

@@ -1,18 +1,17 @@
 //! Organizations: created by the site admin with their `owners` team, renamed atomically,
 //! deleted with everything they own.
 
-
 use serde_json::Value;
 
 use super::access::{authorized, require, NameMarker, Organization, ACTIVE};
 use super::cascade;
 use super::error::{AccountsError, Result};
-use crate::names;
 use super::teams::Team;
 use crate::api::Field;
 use crate::auth::{Permission, Principal};
 use crate::blobs::BlobStore;
 use crate::ids::new_id;
+use crate::names;
 use crate::store::{keys, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 fn org_item(org: &Organization) -> Result<Item> {
@@ -86,14 +85,14 @@ pub async fn update(
     }
     if let Some(new_name) = changes.name.filter(|n| *n != org.name) {
         names::check(&new_name, names::ORGANIZATION).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
-        let (_, _, index_sk) = keys::organization_index_key(&new_name);
+        let (index, _, index_sk) = keys::organization_index_key(&new_name);
         writes.push(Write::Put { item: marker_item(&new_name, &org.id)?, condition: Condition::NotExists });
         writes.push(Write::Delete {
             key: keys::organization_name(&org.name),
             condition: Condition::equals("org_id", org.id.clone()),
         });
         ops.push(UpdateOp::set("name", new_name.clone()));
-        ops.push(UpdateOp::set(crate::store::Index::Gsi1.key_attrs().1, index_sk));
+        ops.push(UpdateOp::set_index_sort_key(index, index_sk));
         org.name = new_name;
     }
     if ops.is_empty() {
@@ -101,7 +100,9 @@ pub async fn update(
     }
     writes.push(Write::Update { key: keys::organization(&org.id), ops, condition: Condition::equals(ACTIVE, true) });
     match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) && org.name != name => Err(AccountsError::taken(Field::Attribute("name"))),
+        Err(e) if e.failed_write() == Some(0) && org.name != name => {
+            Err(AccountsError::taken(Field::Attribute("name")))
+        }
         other => other.map_err(AccountsError::from),
     }?;
     Ok(org)

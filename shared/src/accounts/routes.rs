@@ -7,17 +7,17 @@ use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
 
-use super::oauth::{self, NewOAuthClient};
 use super::access;
+use super::oauth::{self, NewOAuthClient};
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
 use super::workspaces::{self, Execution, NewWorkspace, WorkspaceChanges};
-use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
 use crate::api::BaseUrl;
-use crate::state::AppState;
+use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
 use crate::auth::{OrganizationAccess, Permission, Principal};
 use crate::config::Edition;
+use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, ApiError>;
 

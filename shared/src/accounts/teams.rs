@@ -3,15 +3,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::api::Field;
-use crate::store::owned::{satellites, SATELLITES};
-use super::error::{AccountsError, Result};
-use crate::names;
 use super::access::{self, join, TEAM_COUNT};
+use super::error::{AccountsError, Result};
+use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{hash_secret, new_secret, OrganizationAccess, Permission, Principal, TeamGrant, TokenRecord};
 use crate::ids::new_id;
-use crate::store::{parse_all, keys, pointer, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::names;
+use crate::store::owned::{satellites, SATELLITES};
+use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 pub const OWNERS: &str = "owners";
 

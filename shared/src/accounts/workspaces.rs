@@ -4,15 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::error::{AccountsError, Result};
-use crate::names;
 use super::access::{self, join, Organization, WORKSPACE_COUNT};
-use crate::api::Field;
+use super::error::{AccountsError, Result};
 use crate::agents::pool;
+use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
-use crate::store::{parse_all, keys, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write};
+use crate::names;
+use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write};
 
 const AGENT: &str = "agent";
 
@@ -99,7 +99,8 @@ async fn commit(store: &dyn ItemStore, workspace: &Workspace, from: Option<&str>
         }
     })
     .await?;
-    committed.ok_or_else(|| AccountsError::invalid(Field::Relationship("agent-pool"), "the agent pool is changing; retry"))
+    committed
+        .ok_or_else(|| AccountsError::invalid(Field::Relationship("agent-pool"), "the agent pool is changing; retry"))
 }
 
 pub struct NewWorkspace {

@@ -14,9 +14,9 @@ use super::pools;
 use super::tokens;
 use crate::accounts::access;
 use crate::api::{timestamp, Field, PageRequest};
-use crate::state::AppState;
 use crate::auth::{AgentGrant, Permission, Principal};
 use crate::ids::new_id;
+use crate::state::AppState;
 use crate::store::{keys, pointer, query_all_as, Condition, Item, ItemStore, Key, Write};
 
 pub const IDLE: &str = "idle";

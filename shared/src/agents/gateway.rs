@@ -17,8 +17,8 @@ use serde::Deserialize;
 use super::agents;
 use super::render;
 use crate::api::{ApiError, Document};
-use crate::state::AppState;
 use crate::auth::AgentCaller;
+use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/agent/register", post(register)).route("/api/agent/agents/{id}/status", put(report))

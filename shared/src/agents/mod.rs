@@ -20,7 +20,8 @@ use crate::store::{query_all_as, Write};
 /// The writes that remove everything a pool owns: its tokens and its agents.
 async fn owned_by_pool(state: &AppState, org_id: &str, pool_id: &str) -> error::Result<Vec<Write>> {
     let store = state.store.as_ref();
-    let tokens: Vec<tokens::AgentToken> = query_all_as(store, crate::store::keys::agent_tokens(org_id, pool_id)).await?;
+    let tokens: Vec<tokens::AgentToken> =
+        query_all_as(store, crate::store::keys::agent_tokens(org_id, pool_id)).await?;
     let mut writes: Vec<Write> = tokens.iter().flat_map(tokens::AgentToken::removal).collect();
     for agent in agents::of_pool(store, org_id, pool_id).await? {
         writes.extend(agents::removal(state, &agent).await?);

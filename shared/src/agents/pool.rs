@@ -56,7 +56,12 @@ impl AgentPool {
 
 /// The write that records `workspace_id` as running on the pool, after checking the pool is the
 /// organization's and lets the workspace use it. Conditional on the pool being unchanged.
-pub async fn attach(store: &dyn ItemStore, org_id: &str, pool_id: &str, workspace_id: &str) -> Result<Write, PoolError> {
+pub async fn attach(
+    store: &dyn ItemStore,
+    org_id: &str,
+    pool_id: &str,
+    workspace_id: &str,
+) -> Result<Write, PoolError> {
     let pool: Option<AgentPool> = match pointer::follow(store, pool_id).await? {
         Some(item) if pool_id.starts_with("apool-") => Some(item.parse()?),
         _ => None,

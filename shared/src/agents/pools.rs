@@ -6,14 +6,14 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{AgentsError, Result};
 pub use super::pool::AgentPool;
-use crate::api::Field;
-use crate::names;
 use crate::accounts::access::{self, Organization, ACTIVE};
 use crate::accounts::workspaces::Workspace;
+use crate::api::Field;
 use crate::api::{timestamp, PageRequest, Relationship};
-use crate::state::AppState;
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
+use crate::names;
+use crate::state::AppState;
 use crate::store::{keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 pub const POOL_COUNT: &str = "agent_pool_count";

@@ -14,8 +14,8 @@ use super::tokens;
 use crate::accounts::access::Organization;
 use crate::accounts::workspaces::Workspace;
 use crate::api::{ApiError, Document, JsonApiBody, Listing, Resource};
-use crate::state::AppState;
 use crate::auth::{Permission, Principal};
+use crate::state::AppState;
 use crate::store::pointer;
 
 type Result<T> = std::result::Result<T, ApiError>;

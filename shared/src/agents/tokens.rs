@@ -7,9 +7,9 @@ use super::error::{AgentsError, Result};
 use super::pools::{self, AgentPool};
 use crate::accounts::access;
 use crate::api::timestamp;
-use crate::state::AppState;
 use crate::auth::{hash_secret, new_secret, AgentGrant, Permission, Principal, TokenRecord};
 use crate::ids::new_id;
+use crate::state::AppState;
 use crate::store::{keys, pointer, query_all_as, Condition, Item, Key, UpdateOp, Write};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -62,7 +62,8 @@ pub async fn create(
         principal: Principal::Agent(grant),
         created_at: token.created_at.clone(),
     };
-    let item = Item::from_value(token.key(), &token)?.with_satellites(&[keys::token(&token.hash), keys::id_pointer(&token.id)]);
+    let item = Item::from_value(token.key(), &token)?
+        .with_satellites(&[keys::token(&token.hash), keys::id_pointer(&token.id)]);
     store_writes(
         state,
         &pool,
@@ -87,7 +88,8 @@ async fn store_writes(state: &AppState, pool: &AgentPool, mut writes: Vec<Write>
 
 pub async fn list(state: &AppState, principal: &Principal, pool_id: &str) -> Result<Vec<AgentToken>> {
     let (pool, _) = pools::get(state, principal, pool_id, Permission::Read).await?;
-    let mut tokens: Vec<AgentToken> = query_all_as(state.store.as_ref(), keys::agent_tokens(&pool.org_id, &pool.id)).await?;
+    let mut tokens: Vec<AgentToken> =
+        query_all_as(state.store.as_ref(), keys::agent_tokens(&pool.org_id, &pool.id)).await?;
     tokens.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     Ok(tokens)
 }

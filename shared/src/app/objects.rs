@@ -86,7 +86,9 @@ async fn upload(
 fn blob_error(e: BlobError) -> ApiError {
     match e {
         BlobError::NotFound => ApiError::not_found(),
-        BlobError::TooLarge { .. } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", format!("The {e}.")),
+        BlobError::TooLarge { .. } => {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", format!("The {e}."))
+        }
         BlobError::Interrupted(_) => ApiError::bad_request(e.to_string()),
         BlobError::Backend(_) => ApiError::internal(e),
     }

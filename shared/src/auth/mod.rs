@@ -13,8 +13,8 @@ use subtle::ConstantTimeEq;
 pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamGrant};
 
 use crate::api::ApiError;
-use crate::state::AppState;
 use crate::ids::random_token;
+use crate::state::AppState;
 use crate::store::{keys, Condition, Item, ItemStore, Key, StoreError};
 
 /// A new token secret in HCP Terraform's shape (`<14>.atlasv1.<64>`), which tools recognise.

@@ -186,4 +186,3 @@ impl BlobStore for LocalBlobs {
         copied
     }
 }
-

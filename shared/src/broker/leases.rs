@@ -15,11 +15,11 @@ use serde_json::{json, Value};
 use super::error::{BrokerError, Result};
 use super::http::{Caller, VaultBody, VaultResponse};
 use super::mounts::{self, Mount};
-use super::{config, duration, policies, schedule};
+use super::{config, duration, policies};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Index, Item, ItemStore, UpdateOp};
+use crate::store::{keys, schedule, Condition, Index, Item, ItemStore, UpdateOp};
 
-const EXPIRY_PARTITION: &str = "BLEASES";
+const EXPIRY_PARTITION: &str = keys::LEASE_EXPIRY_SCHEDULE;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Lease {
@@ -91,8 +91,7 @@ pub async fn unmount(state: &AppState, path: &str) -> Result<()> {
 }
 
 /// Revokes up to `limit` leases whose time has come; returns how many.
-pub async fn revoke_expired(state: &AppState, limit: usize) -> Result<usize> {
-    let now = chrono::Utc::now().timestamp();
+pub async fn revoke_expired(state: &AppState, limit: usize, now: i64) -> Result<usize> {
     let due = schedule::due(state.store.as_ref(), EXPIRY_PARTITION, now, limit).await?;
     if due.is_empty() {
         return Ok(0);
@@ -174,7 +173,7 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
     let ops = vec![
         UpdateOp::set("expire_at", lease.expire_at),
         UpdateOp::set("last_renewal", now),
-        UpdateOp::set(Index::Gsi1.key_attrs().1, schedule::sort_key(lease.expire_at, &lease.id)),
+        schedule::reschedule(lease.expire_at, &lease.id),
     ];
     state.store.update(&previous, ops, Condition::Exists).await?;
     Ok(VaultResponse::leased(Value::Null, &lease.id, (lease.expire_at - now).max(0) as u64, true))

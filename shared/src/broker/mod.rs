@@ -16,7 +16,6 @@ pub mod policies;
 mod request;
 pub mod roles;
 mod rotation;
-mod schedule;
 pub mod statics;
 mod sys;
 pub mod template;
@@ -27,7 +26,7 @@ use axum::Router;
 use tower::Layer;
 
 pub use error::BrokerError;
-pub use rotation::scheduled_run;
+pub use rotation::{scheduled_run, scheduled_run_at};
 
 use crate::state::AppState;
 

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::error::{BrokerError, Result};
-use crate::store::{keys, query_all, Condition, Item, ItemStore, Query, Write, MAX_TRANSACTION_WRITES};
+use crate::store::{keys, query_all, query_all_as, Condition, Item, ItemStore, Query, Write, MAX_TRANSACTION_WRITES};
 
 pub const DEFAULT_MOUNT: &str = "aws";
 pub const AWS: &str = "aws";
@@ -68,8 +68,7 @@ async fn ensure_default(store: &dyn ItemStore) -> Result<()> {
 
 pub async fn all(store: &dyn ItemStore) -> Result<Vec<Mount>> {
     ensure_default(store).await?;
-    let items = query_all(store, keys::broker_mounts()).await?;
-    Ok(items.iter().map(Item::parse).collect::<std::result::Result<_, _>>()?)
+    Ok(query_all_as(store, keys::broker_mounts()).await?)
 }
 
 /// The mount that serves a request path (the longest mount path it starts with), and the rest

@@ -7,24 +7,29 @@
 
 use super::config::MountClouds;
 use super::error::{BrokerError, Result};
+use super::leases;
 use super::mounts::{self, Mount};
 use super::statics::{self, StaticRole};
-use super::{leases, schedule};
 use crate::state::AppState;
-use crate::store::Condition;
+use crate::store::{schedule, Condition};
 
 /// One run of the scheduled job: static roles that are due, then expired leases.
 pub async fn scheduled_run(state: &AppState) -> Result<(usize, usize)> {
+    scheduled_run_at(state, chrono::Utc::now().timestamp()).await
+}
+
+/// The same run as if the time were `now` (unix seconds): what is due by then is done, so a
+/// test moves this clock rather than the stored schedule.
+pub async fn scheduled_run_at(state: &AppState, now: i64) -> Result<(usize, usize)> {
     const PER_RUN: usize = 500;
-    let rotated = rotate_due(state, PER_RUN).await?;
-    let revoked = leases::revoke_expired(state, PER_RUN).await?;
+    let rotated = rotate_due(state, PER_RUN, now).await?;
+    let revoked = leases::revoke_expired(state, PER_RUN, now).await?;
     Ok((rotated, revoked))
 }
 
 /// Rotates up to `limit` static roles that are due; returns how many were rotated. The root
 /// configuration and AWS client of each mount are looked up once per run, not once per role.
-async fn rotate_due(state: &AppState, limit: usize) -> Result<usize> {
-    let now = chrono::Utc::now().timestamp();
+async fn rotate_due(state: &AppState, limit: usize, now: i64) -> Result<usize> {
     let due = schedule::due(state.store.as_ref(), statics::SCHEDULE_PARTITION, now, limit).await?;
     if due.is_empty() {
         return Ok(0);

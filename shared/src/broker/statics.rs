@@ -9,13 +9,13 @@ use serde_json::{Map, Value};
 
 use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
-use super::{config, duration, schedule};
+use super::{config, duration};
 use crate::aws::{self, SharedCloud};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Index, Item, ItemStore};
+use crate::store::{keys, schedule, Condition, Index, Item, ItemStore};
 
 /// The schedule partition of static roles, ordered by next rotation.
-pub const SCHEDULE_PARTITION: &str = "BSTATIC";
+pub const SCHEDULE_PARTITION: &str = keys::STATIC_ROLE_SCHEDULE;
 const MINIMUM_PERIOD: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,12 +7,12 @@ use super::error::{RegistryError, Result};
 use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
 use super::status::OK;
 use crate::accounts::access::{self, join, Organization};
-use crate::api::{Field, timestamp, PageRequest};
+use crate::api::{timestamp, Field, PageRequest};
 use crate::auth::{Permission, Principal};
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
-use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Key, Write};
+use crate::store::{keys, parse_all, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Write};
 
 pub const PRIVATE_COUNT: &str = "private_module_count";
 pub const PUBLIC_COUNT: &str = "public_module_count";
@@ -20,8 +20,6 @@ pub const PUBLIC_COUNT: &str = "public_module_count";
 pub const TAGS: &str = "git_tag";
 /// `publishing_mechanism` of a module whose versions are made by hand from a branch's commits.
 pub const BRANCH: &str = "branch";
-/// Retries of a change that lost a race with another change of the same module.
-const MAX_ATTEMPTS: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VersionStatus {
@@ -258,16 +256,17 @@ pub(super) async fn load(store: &dyn ItemStore, key: &Key) -> Result<Module> {
 pub(super) async fn modify<T>(
     store: &dyn ItemStore,
     key: &Key,
-    mut change: impl FnMut(&mut Module) -> Result<(Vec<Write>, T)>,
+    change: impl Fn(&mut Module) -> Result<(Vec<Write>, T)>,
 ) -> Result<(Module, T)> {
-    for _ in 0..MAX_ATTEMPTS {
+    let change = &change;
+    let changed = retry_on_race::<_, RegistryError, _>(|| async move {
         let mut module = load(store, key).await?;
         let before = module.clone();
         let revision = module.revision;
         let (extra, out) = change(&mut module)?;
         // A change that changed nothing writes nothing (a replayed webhook delivery, say).
         if extra.is_empty() && module == before {
-            return Ok((module, out));
+            return Ok(Some((module, out)));
         }
         module.revision = revision + 1;
         module.updated_at = timestamp(chrono::Utc::now());
@@ -275,12 +274,13 @@ pub(super) async fn modify<T>(
             vec![Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) }];
         writes.extend(extra);
         match store.transact(writes).await {
-            Ok(()) => return Ok((module, out)),
-            Err(e) if e.failed_write() == Some(0) => continue,
-            Err(e) => return Err(e.into()),
+            Ok(()) => Ok(Some((module, out))),
+            Err(e) if e.failed_write() == Some(0) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-    }
-    Err(RegistryError::Conflict("The module is being changed by other requests; retry.".into()))
+    })
+    .await?;
+    changed.ok_or_else(|| RegistryError::Conflict("The module is being changed by other requests; retry.".into()))
 }
 
 pub struct NewModule {
@@ -407,11 +407,11 @@ pub async fn list(
             Some(RegistryName::Public) => org.public_module_count,
             None => org.private_module_count + org.public_module_count,
         };
-        let modules = page.fetch(store, query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+        let modules = parse_all(&page.fetch(store, query).await?)?;
         return Ok((modules, total, org));
     }
     // Searching reads the organization's modules once and filters them here.
-    let all: Vec<Module> = query_all(store, query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let all: Vec<Module> = query_all_as(store, query).await?;
     let matching: Vec<Module> = all.into_iter().filter(|m| filter.matches(m, &org)).collect();
     let total = matching.len();
     Ok((page.slice(matching), total, org))

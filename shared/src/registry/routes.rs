@@ -13,7 +13,7 @@ use super::publishing::{self, PublishRequest};
 use super::render;
 use super::versions::{self, NewVersion};
 use crate::api::BaseUrl;
-use crate::api::{Field, ApiError, Document, JsonApiBody, Listing, QueryParams};
+use crate::api::{ApiError, Document, Field, JsonApiBody, Listing, QueryParams};
 use crate::auth::Principal;
 use crate::state::AppState;
 

@@ -16,7 +16,9 @@ use crate::blobs::ObjectId;
 use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::owned::BLOB;
-use crate::store::{keys, query_all, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES};
+use crate::store::{
+    keys, parse_all, query_all, query_all_as, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES,
+};
 
 /// How long an upload link stays valid.
 pub const UPLOAD_LINK_VALIDITY: Duration = Duration::from_secs(25 * 3600);
@@ -227,7 +229,7 @@ pub async fn list(
 ) -> Result<(Vec<ModuleVersion>, Module, Organization)> {
     let (module, org) = modules::get(state, principal, org_name, address, provider).await?;
     let items = query_all(state.store.as_ref(), keys::module_versions(&org.id, &address.name, provider)).await?;
-    let mut versions: Vec<ModuleVersion> = items.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let mut versions: Vec<ModuleVersion> = parse_all(&items)?;
     versions.sort_by_cached_key(|v| semver::Version::parse(&v.version).ok());
     Ok((versions, module, org))
 }
@@ -306,7 +308,7 @@ pub(super) async fn remove_provider(state: &AppState, module: &Module) -> Result
     let store: &dyn ItemStore = state.store.as_ref();
     let versions: Vec<ModuleVersion> = if module.is_private() {
         let query = keys::module_versions(&module.org_id, module.name.as_str(), module.provider.as_str());
-        query_all(store, query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?
+        query_all_as(store, query).await?
     } else {
         Vec::new()
     };
@@ -362,8 +364,7 @@ pub async fn delete_module(state: &AppState, principal: &Principal, org_name: &s
     let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
     modules::check_curation(state, address.registry)?;
     let query = keys::module_providers(&org.id, address.stored_namespace(&org)?, &address.name);
-    let providers: Vec<Module> =
-        query_all(state.store.as_ref(), query).await?.iter().map(Item::parse).collect::<Result<_, _>>()?;
+    let providers: Vec<Module> = query_all_as(state.store.as_ref(), query).await?;
     if providers.is_empty() {
         return Err(RegistryError::NotFound);
     }

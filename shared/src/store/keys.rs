@@ -244,3 +244,8 @@ pub fn oauth_token(org_id: &str, id: &str) -> Key {
 pub fn vcs_webhook(uuid: &str) -> Key {
     Key::new(format!("WEBHOOK#{uuid}"), "WEBHOOK")
 }
+
+/// The schedule partition (GSI1) of static roles, ordered by next rotation.
+pub const STATIC_ROLE_SCHEDULE: &str = "BSTATIC";
+/// The schedule partition (GSI1) of the broker's leases, ordered by expiry.
+pub const LEASE_EXPIRY_SCHEDULE: &str = "BLEASES";

@@ -9,6 +9,7 @@ pub mod keys;
 pub mod owned;
 pub mod pointer;
 mod race;
+pub mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
@@ -20,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use condition::Condition;
-pub use race::{retry_on_race, RACE_ATTEMPTS};
 pub use dynamo::DynamoStore;
+pub use race::{retry_on_race, RACE_ATTEMPTS};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
 
@@ -139,6 +140,11 @@ pub enum UpdateOp {
 impl UpdateOp {
     pub fn set(name: impl Into<String>, value: impl Into<Value>) -> Self {
         UpdateOp::Set(name.into(), value.into())
+    }
+
+    /// Moves the item within a secondary index's partition: a new sort key there.
+    pub fn set_index_sort_key(index: Index, sort_key: impl Into<String>) -> Self {
+        UpdateOp::Set(index.key_attrs().1.into(), Value::String(sort_key.into()))
     }
 }
 
@@ -325,7 +331,10 @@ pub async fn query_all(store: &dyn ItemStore, mut query: Query) -> Result<Vec<It
 }
 
 /// Reads every item of a query, parsed as `T`.
-pub async fn query_all_as<T: for<'de> Deserialize<'de>>(store: &dyn ItemStore, query: Query) -> Result<Vec<T>, StoreError> {
+pub async fn query_all_as<T: for<'de> Deserialize<'de>>(
+    store: &dyn ItemStore,
+    query: Query,
+) -> Result<Vec<T>, StoreError> {
     parse_all(&query_all(store, query).await?)
 }
 

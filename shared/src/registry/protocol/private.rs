@@ -20,7 +20,7 @@ use crate::registry::modules::{load, Module, VersionStatus};
 use crate::registry::status::OK;
 use crate::registry::versions::ModuleVersion;
 use crate::state::AppState;
-use crate::store::{keys, query_all, Condition, Item, UpdateOp};
+use crate::store::{keys, query_all, query_all_as, Condition, UpdateOp};
 
 const PREFIX: &str = "/api/registry/v1/modules";
 /// How long a download link stays valid: long enough for a slow `terraform init` to fetch it.
@@ -66,8 +66,7 @@ async fn visible_organizations(state: &AppState, principal: &Principal) -> Resul
 }
 
 async fn private_modules(state: &AppState, org: &Organization) -> Result<Vec<Module>> {
-    let items = query_all(state.store.as_ref(), keys::modules(&org.id, Some("private"))).await?;
-    Ok(items.iter().map(Item::parse).collect::<std::result::Result<_, _>>()?)
+    Ok(query_all_as(state.store.as_ref(), keys::modules(&org.id, Some("private"))).await?)
 }
 
 /// A module as the public registry lists it, at one version.
@@ -216,8 +215,7 @@ async fn latest_for_each_provider(
 ) -> Result<Json<Value>> {
     let paging = Paging::parse(raw)?;
     let (_, org) = namespace(&state, caller, &ns).await?;
-    let items = query_all(state.store.as_ref(), keys::module_providers(&org.id, None, &name)).await?;
-    let modules: Vec<Module> = items.iter().map(Item::parse).collect::<std::result::Result<_, _>>()?;
+    let modules: Vec<Module> = query_all_as(state.store.as_ref(), keys::module_providers(&org.id, None, &name)).await?;
     let latest: Vec<Value> = modules.iter().filter_map(|m| Some(summary(&org, m, m.latest_ok()?))).collect();
     if latest.is_empty() {
         return Err(ProtocolError::NotFound);

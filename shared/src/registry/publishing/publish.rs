@@ -2,9 +2,9 @@
 //! form), and switching a published module between tag- and branch-based publishing.
 
 use super::sync::{connection_of, sync_work};
-use crate::api::Field;
 use crate::accounts::access::{self, Organization};
 use crate::accounts::oauth;
+use crate::api::Field;
 use crate::auth::{Permission, Principal};
 use crate::registry::error::{RegistryError, Result};
 use crate::registry::modules::{self, Module, ModuleChange, VcsRepo, BRANCH, TAGS};
@@ -35,8 +35,9 @@ pub fn module_from_repository(repository: &str) -> Option<(ModuleName, ProviderN
 
 /// The organization a deprecated `POST /registry-modules` publishes into: its OAuth token's.
 pub async fn organization_of_token(store: &dyn ItemStore, oauth_token_id: Option<&str>) -> Result<String> {
-    let id = oauth_token_id
-        .ok_or_else(|| RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required"))?;
+    let id = oauth_token_id.ok_or_else(|| {
+        RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required")
+    })?;
     let item = crate::store::pointer::follow(store, id).await?;
     let org_id = item
         .filter(|_| id.starts_with("ot-"))
@@ -59,7 +60,9 @@ fn oauth_token_id(request: &PublishRequest) -> Result<String> {
             Field::Nested("vcs-repo", "github-app-installation-id"),
             "GitHub App installations are not available; connect the repository with an oauth-token-id",
         )),
-        (None, None) => Err(RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required")),
+        (None, None) => {
+            Err(RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required"))
+        }
         (Some(id), None) => Ok(id.clone()),
     }
 }
@@ -75,8 +78,8 @@ pub async fn publish(
     let store = state.store.as_ref();
     let org = modules::organization(store, principal, org_name, Permission::ManageModules).await?;
     let identifier = request.identifier.clone().filter(|i| !i.trim().is_empty());
-    let identifier =
-        identifier.ok_or_else(|| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), "identifier is required"))?;
+    let identifier = identifier
+        .ok_or_else(|| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), "identifier is required"))?;
     let oauth_token_id = oauth_token_id(&request)?;
     let connection = oauth::token_for(state, &org.id, &oauth_token_id).await?.ok_or_else(|| {
         RegistryError::invalid(
@@ -87,8 +90,8 @@ pub async fn publish(
     let kind = ServiceProvider::parse(&connection.service_provider).ok_or_else(|| {
         RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "the token's VCS provider is not supported")
     })?;
-    let repo =
-        RepoId::parse(&kind, &identifier).map_err(|e| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), e))?;
+    let repo = RepoId::parse(&kind, &identifier)
+        .map_err(|e| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), e))?;
     let (name, provider) = module_from_repository(&repo.name).ok_or_else(|| {
         RegistryError::invalid(
             Field::Nested("vcs-repo", "identifier"),

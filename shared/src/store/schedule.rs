@@ -1,8 +1,7 @@
-//! Schedule partitions: GSI1 partitions ordered by time (static roles by next rotation, leases
-//! by expiry), so that the scheduled job reads only what is due.
+//! Schedule partitions: GSI1 partitions ordered by time (the broker's static roles by next
+//! rotation, its leases by expiry), so that the scheduled job reads only what is due.
 
-use super::error::Result;
-use crate::store::{Index, Item, ItemStore, Query};
+use super::{Index, Item, ItemStore, Query, StoreError, UpdateOp};
 
 /// The sort key of an item in a schedule partition: the unix time, zero-padded so that text
 /// order is time order, then what makes the key unique.
@@ -10,10 +9,15 @@ pub fn sort_key(at: i64, unique: &str) -> String {
     format!("{at:012}#{unique}")
 }
 
+/// The update that moves an item already in a schedule partition to a new time.
+pub fn reschedule(at: i64, unique: &str) -> UpdateOp {
+    UpdateOp::set_index_sort_key(Index::Gsi1, sort_key(at, unique))
+}
+
 /// The items of a schedule partition that are due by `now`, oldest first, at most `limit`. Read
 /// in small pages that stop at the first item not yet due, so a run reads what is due plus at
 /// most one page, however many items are scheduled later.
-pub async fn due(store: &dyn ItemStore, partition: &str, now: i64, limit: usize) -> Result<Vec<Item>> {
+pub async fn due(store: &dyn ItemStore, partition: &str, now: i64, limit: usize) -> Result<Vec<Item>, StoreError> {
     const PAGE: usize = 25;
     let due_by_now = |item: &Item| {
         let at = item.index_key(Index::Gsi1).and_then(|(_, sort)| sort.split('#').next()?.parse::<i64>().ok());
