@@ -5,17 +5,11 @@
 
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::routing::{post, put};
-use axum::Router;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 
-use super::error::{BrokerError, Result};
-use super::http::{Caller, VaultBody, VaultResponse};
+use super::config;
+use super::error::Result;
 use super::mounts::{self, Mount};
-use super::{config, duration, policies};
 use crate::state::AppState;
 use crate::store::{keys, schedule, Condition, Index, Item, ItemStore, UpdateOp};
 
@@ -55,7 +49,7 @@ pub async fn create(store: &dyn ItemStore, mount: &Mount, role: &str, user: &str
 }
 
 /// The lease with this id, and its mount.
-async fn find(state: &AppState, lease_id: &str) -> Result<Option<(Mount, Lease)>> {
+pub async fn find(state: &AppState, lease_id: &str) -> Result<Option<(Mount, Lease)>> {
     let Some((mount, _)) = mounts::route(state.store.as_ref(), lease_id.trim_matches('/')).await? else {
         return Ok(None);
     };
@@ -113,89 +107,29 @@ pub async fn revoke_expired(state: &AppState, limit: usize, now: i64) -> Result<
     Ok(revoked)
 }
 
-pub(super) fn routes() -> Router<AppState> {
-    Router::new()
-        .route("/sys/leases/lookup", put(lookup).post(lookup))
-        .route("/sys/leases/renew", put(renew).post(renew))
-        .route("/sys/leases/revoke", put(revoke_handler).post(revoke_handler))
-        .route("/sys/leases/revoke/{*lease_id}", put(revoke_by_path))
-        .route("/sys/renew", post(renew).put(renew))
-}
-
-fn lease_id(body: VaultBody) -> Result<String> {
-    let body = body.object()?;
-    body.get("lease_id")
-        .and_then(Value::as_str)
-        .map(str::to_owned)
-        .filter(|id| !id.is_empty())
-        .ok_or_else(|| BrokerError::invalid("lease_id is required"))
-}
-
-fn rfc3339(at: i64) -> Option<String> {
-    chrono::DateTime::from_timestamp(at, 0).map(|at| at.to_rfc3339())
-}
-
-async fn lookup(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
-    policies::require(state.store.as_ref(), &caller.0, "sys/leases/lookup", "update").await?;
-    let id = lease_id(body)?;
-    let (_, lease) = find(&state, &id).await?.ok_or_else(|| BrokerError::invalid("invalid lease"))?;
-    let now = chrono::Utc::now().timestamp();
-    Ok(VaultResponse::data(json!({
-        "id": lease.id,
-        "issue_time": rfc3339(lease.issued_at),
-        "expire_time": rfc3339(lease.expire_at),
-        "last_renewal": lease.last_renewal.and_then(rfc3339),
-        "renewable": true,
-        "ttl": (lease.expire_at - now).max(0),
-    })))
-}
-
-async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
-    policies::require(state.store.as_ref(), &caller.0, "sys/leases/renew", "update").await?;
-    let body = body.object()?;
-    let id = body
-        .get("lease_id")
-        .and_then(Value::as_str)
-        .ok_or_else(|| BrokerError::invalid("lease_id is required"))?
-        .to_owned();
-    let (mount, mut lease) =
-        find(&state, &id).await?.ok_or_else(|| BrokerError::invalid("lease not found or lease is not renewable"))?;
+/// Extends a lease by `increment` (the mount's default lease when `None`), never past its
+/// issue time plus the mount's `lease_max`. `None` when no such lease exists.
+pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> Result<Option<Lease>> {
+    let Some((mount, mut lease)) = find(state, id).await? else { return Ok(None) };
     let limits = config::lease(state.store.as_ref(), &mount).await?;
-    let increment = match body.get("increment").filter(|v| !v.is_null()) {
-        Some(value) => duration::parse(value).map_err(|e| BrokerError::invalid(format!("increment: {e}")))?.as_secs(),
-        None => limits.lease,
-    };
+    let increment = increment.map_or(limits.lease, |increment| increment.as_secs());
     let now = chrono::Utc::now().timestamp();
     let ceiling = lease.issued_at + limits.lease_max as i64;
     lease.expire_at = (now + increment as i64).min(ceiling);
     lease.last_renewal = Some(now);
-    let previous = keys::mount_lease(&mount.uuid, &lease.id);
     let ops = vec![
         UpdateOp::set("expire_at", lease.expire_at),
         UpdateOp::set("last_renewal", now),
         schedule::reschedule(lease.expire_at, &lease.id),
     ];
-    state.store.update(&previous, ops, Condition::Exists).await?;
-    Ok(VaultResponse::leased(Value::Null, &lease.id, (lease.expire_at - now).max(0) as u64, true))
+    state.store.update(&keys::mount_lease(&mount.uuid, &lease.id), ops, Condition::Exists).await?;
+    Ok(Some(lease))
 }
 
-async fn revoke_id(state: &AppState, caller: &Caller, id: &str) -> Result<StatusCode> {
-    policies::require(state.store.as_ref(), &caller.0, "sys/leases/revoke", "update").await?;
+/// Revokes the lease with this id, if there is one.
+pub async fn revoke_by_id(state: &AppState, id: &str) -> Result<()> {
     if let Some((mount, lease)) = find(state, id).await? {
         revoke(state, &mount, &lease).await?;
     }
-    Ok(StatusCode::NO_CONTENT)
-}
-
-async fn revoke_handler(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<StatusCode> {
-    let id = lease_id(body)?;
-    revoke_id(&state, &caller, &id).await
-}
-
-async fn revoke_by_path(
-    State(state): State<AppState>,
-    caller: Caller,
-    axum::extract::Path(id): axum::extract::Path<String>,
-) -> Result<StatusCode> {
-    revoke_id(&state, &caller, &id).await
+    Ok(())
 }

@@ -18,6 +18,7 @@ pub mod roles;
 mod rotation;
 pub mod statics;
 mod sys;
+mod sys_leases;
 pub mod template;
 pub mod tokens;
 
@@ -34,7 +35,7 @@ use crate::state::AppState;
 pub fn router() -> Router<AppState> {
     let v1 = Router::new()
         .merge(sys::routes())
-        .merge(leases::routes())
+        .merge(sys_leases::routes())
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })
         .layer(axum::middleware::from_fn(vault_method_not_allowed));
