@@ -529,3 +529,29 @@ async fn deleting_the_organization_removes_its_modules_and_archives() {
     assert_eq!(app.get(&format!("/api/v2/registry-modules/{module_id}"), &app.admin_token).await.status, 404);
     assert_eq!(app.upload(&upload, module_archive()).await, 409, "the upload link died with its version");
 }
+
+#[tokio::test]
+async fn upload_links_go_only_to_those_who_may_publish() {
+    let (app, owners) = acme().await;
+    let (_, reader) = app.team_with_token("acme", "readers", json!({})).await;
+    let (_, authors) = app.team_with_token("acme", "authors", json!({"manage-modules": true})).await;
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    assert_eq!(app.post(&format!("{VPC}/versions"), &authors, version("1.0.0")).await.status, 201);
+
+    let read = |token: String| {
+        let app = &app;
+        async move { app.get(&format!("{VPC}/version?module_version=1.0.0"), &token).await }
+    };
+    let as_reader = read(reader.clone()).await;
+    assert_eq!(as_reader.status, 200, "a member reads the version");
+    assert_eq!(as_reader.body["data"]["attributes"]["status"], "pending");
+    assert!(
+        as_reader.body["data"]["links"].get("upload").is_none(),
+        "a reader gets no upload link: {:?}",
+        as_reader.body
+    );
+    for token in [owners, authors] {
+        let as_publisher = read(token).await;
+        assert!(as_publisher.body["data"]["links"]["upload"].is_string(), "a publisher still gets it");
+    }
+}

@@ -264,7 +264,7 @@ async fn show_version(
         .ok_or_else(|| ApiError::invalid_parameter("module_version", "module_version is required"))?;
     let (version, _, _) =
         versions::read(&state, &principal, &path.org, &path.address()?, &path.provider, wanted).await?;
-    let upload = versions::upload_url(&state, &version).await?;
+    let upload = versions::upload_url_for(state.blobs.as_ref(), &principal, &version).await?;
     Ok(Document::one(render::version(&version, upload)))
 }
 

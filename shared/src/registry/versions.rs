@@ -12,7 +12,7 @@ use super::status::{OK, PENDING};
 use crate::accounts::access::Organization;
 use crate::api::{timestamp, Field};
 use crate::auth::{Permission, Principal};
-use crate::blobs::ObjectId;
+use crate::blobs::{BlobStore, ObjectId};
 use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::owned::BLOB;
@@ -193,16 +193,31 @@ pub async fn create(state: &AppState, accepted: AcceptedVersion) -> Result<Creat
         }
         other => other,
     })?;
-    let upload_url = upload_url(state, &version).await?;
+    let upload_url = upload_url(state.blobs.as_ref(), &version).await?;
     Ok(CreatedVersion { version, module, upload_url })
 }
 
-/// A link for a pending version's archive (fresh on each read), `None` once it has one.
-pub async fn upload_url(state: &AppState, version: &ModuleVersion) -> Result<Option<String>> {
+/// A link for a pending version's archive (fresh on each read), `None` once it has one. Only
+/// for a principal known to publish (the version's creator); readers go through
+/// [`upload_url_for`].
+pub(crate) async fn upload_url(blobs: &dyn BlobStore, version: &ModuleVersion) -> Result<Option<String>> {
     match version.upload.as_deref().and_then(ObjectId::parse) {
-        Some(id) if version.status == PENDING => Ok(Some(state.blobs.upload_url(&id, UPLOAD_LINK_VALIDITY).await?)),
+        Some(id) if version.status == PENDING => Ok(Some(blobs.upload_url(&id, UPLOAD_LINK_VALIDITY).await?)),
         _ => Ok(None),
     }
+}
+
+/// The upload link as a reader of the version sees it: the link is a write capability, so only
+/// a principal that may manage the organization's modules gets it.
+pub async fn upload_url_for(
+    blobs: &dyn BlobStore,
+    principal: &Principal,
+    version: &ModuleVersion,
+) -> Result<Option<String>> {
+    if !principal.can(&version.org_id, Permission::ManageModules) {
+        return Ok(None);
+    }
+    upload_url(blobs, version).await
 }
 
 pub async fn read(

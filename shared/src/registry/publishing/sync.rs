@@ -214,7 +214,7 @@ pub async fn create_branch_version(state: &AppState, accepted: AcceptedVersion) 
     })
     .await?;
     state.work.notify_one();
-    let upload_url = versions::upload_url(state, &created).await?;
+    let upload_url = versions::upload_url(state.blobs.as_ref(), &created).await?;
     Ok(CreatedVersion { version: created, module, upload_url })
 }
 
