@@ -99,3 +99,20 @@ async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
     assert_eq!(admin, Some(hangar::auth::Principal::SiteAdmin));
     assert!(hangar::broker::tokens::resolve(store, "root-from-secret").await.unwrap().is_some_and(|t| t.is_root()));
 }
+
+#[tokio::test]
+async fn an_over_long_version_is_a_422_on_dynamodb_too() {
+    let Some(app) = spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let modules = "/api/v2/organizations/acme/registry-modules";
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
+    assert_eq!(app.post(modules, &owners, module).await.status, 201);
+    let versions = format!("{modules}/private/acme/vpc/aws/versions");
+    for long in [format!("1.0.0-{}", "a".repeat(2_000)), format!("1.0.0+{}", "b".repeat(500_000))] {
+        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": long}}});
+        let reply = app.post(&versions, &owners, body).await;
+        assert_eq!(reply.status, 422, "{:?}", reply.body);
+    }
+    app.stop().await;
+}

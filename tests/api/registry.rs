@@ -555,3 +555,22 @@ async fn upload_links_go_only_to_those_who_may_publish() {
         assert!(as_publisher.body["data"]["links"]["upload"].is_string(), "a publisher still gets it");
     }
 }
+
+#[tokio::test]
+async fn versions_equal_but_for_build_metadata_or_over_long_are_refused_with_422() {
+    let (app, owners) = acme().await;
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    assert_eq!(app.post(&format!("{VPC}/versions"), &owners, version("1.0.0+a")).await.status, 201);
+    for refused in ["1.0.0", "1.0.0+b"] {
+        let reply = app.post(&format!("{VPC}/versions"), &owners, version(refused)).await;
+        assert_eq!(reply.status, 422, "{refused}: {:?}", reply.body);
+        assert_eq!(reply.pointer(), "/data/attributes/version");
+    }
+    assert_eq!(app.post(&format!("{VPC}/versions"), &owners, version("1.0.1+a")).await.status, 201);
+    for long in [format!("1.0.0-{}", "a".repeat(2_000)), format!("1.0.0+{}", "b".repeat(500_000))] {
+        let reply = app.post(&format!("{VPC}/versions"), &owners, version(&long)).await;
+        assert_eq!(reply.status, 422, "a version of {} characters", long.len());
+    }
+    let listed = app.get(&format!("{VPC}/versions"), &owners).await;
+    assert_eq!(listed.body["data"].as_array().map(Vec::len), Some(2), "nothing refused was stored");
+}

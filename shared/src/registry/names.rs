@@ -95,8 +95,15 @@ impl RegistryName {
     }
 }
 
+/// The longest version string accepted. Versions are part of store keys (DynamoDB caps a key
+/// at 1,024 bytes) and of URLs; real ones are a few dozen characters.
+pub const MAX_VERSION_LEN: usize = 128;
+
 /// A semantic version, prerelease and build metadata included (`1.2.3-alpha+feature`).
 pub fn parse_version(field: Field, raw: &str) -> Result<semver::Version, RegistryError> {
+    if raw.len() > MAX_VERSION_LEN {
+        return Err(RegistryError::invalid(field, format!("a version must be at most {MAX_VERSION_LEN} characters")));
+    }
     semver::Version::parse(raw)
         .map_err(|e| RegistryError::invalid(field, format!("`{raw}` is not a valid semantic version: {e}")))
 }
@@ -127,5 +134,7 @@ mod tests {
         assert_eq!(parse_version(Field::Document, "1.2.3-alpha+feature").unwrap().to_string(), "1.2.3-alpha+feature");
         assert!(parse_version(Field::Document, "1.2").is_err());
         assert!(parse_version(Field::Document, "v1.2.3").is_err());
+        let long = format!("1.0.0-{}", "a".repeat(MAX_VERSION_LEN));
+        assert!(parse_version(Field::Document, &long).is_err(), "a version over the cap");
     }
 }

@@ -158,10 +158,29 @@ pub async fn accept(
     Ok(AcceptedVersion { module, version, commit_sha: new.commit_sha })
 }
 
+/// Another version of the module that SemVer ranks equal to `version` (`1.0.0+a` and `1.0.0+b`):
+/// which of the two `terraform init` would get is undefined, so only one may exist.
+pub(super) fn same_precedence<'m>(module: &'m Module, version: &str) -> Option<&'m str> {
+    let wanted = semver::Version::parse(version).ok()?;
+    module.versions.iter().map(|v| v.version.as_str()).find(|existing| {
+        *existing != version
+            && semver::Version::parse(existing).is_ok_and(|v| v.cmp_precedence(&wanted) == std::cmp::Ordering::Equal)
+    })
+}
+
 /// Adds a `pending` version to its module: the writes of the version and of the upload it
 /// waits for, to commit with the module's (see [`modules::modify`]). They fail at their first
 /// write if the version exists.
 pub(super) fn add_pending(module: &mut Module, version: &ModuleVersion) -> Result<Vec<Write>> {
+    if let Some(existing) = same_precedence(module, &version.version) {
+        return Err(RegistryError::invalid(
+            Field::Attribute("version"),
+            format!(
+                "version {} differs from version {existing} only in build metadata, which does not order versions",
+                version.version
+            ),
+        ));
+    }
     module.versions.push(version.status_entry());
     let mut writes = vec![Write::Put { item: version.to_item()?, condition: Condition::NotExists }];
     if let Some(upload) = &version.upload {

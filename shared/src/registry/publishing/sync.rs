@@ -47,7 +47,11 @@ pub(super) fn add_fetched_version(
     git_ref: &str,
     commit_sha: Option<String>,
 ) -> Result<Option<(ModuleVersion, Vec<Write>)>> {
-    if module.versions.iter().any(|v| v.version == version.to_string()) {
+    // A tag of a version already there (or equal to one but for build metadata) adds nothing.
+    let version_text = version.to_string();
+    if module.versions.iter().any(|v| v.version == version_text)
+        || versions::same_precedence(module, &version_text).is_some()
+    {
         return Ok(None);
     }
     let object = ObjectId::generate();
