@@ -574,3 +574,26 @@ async fn versions_equal_but_for_build_metadata_or_over_long_are_refused_with_422
     let listed = app.get(&format!("{VPC}/versions"), &owners).await;
     assert_eq!(listed.body["data"].as_array().map(Vec::len), Some(2), "nothing refused was stored");
 }
+
+#[tokio::test]
+async fn a_read_of_a_path_that_only_deletes_is_a_404_and_other_wrong_methods_a_405() {
+    let (app, owners) = acme().await;
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    let delete_only = "/api/v2/organizations/acme/registry-modules/private/acme/vpc";
+    for method in [Method::GET, Method::HEAD] {
+        let reply = app.request(method.clone(), delete_only, Some(&owners), None).await;
+        assert_eq!(reply.status, 404, "{method}");
+    }
+    let put = app.request(Method::PUT, delete_only, Some(&owners), None).await;
+    assert_eq!(put.status, 405);
+    assert_eq!(put.body["errors"][0]["status"], "405", "a JSON:API 405");
+    assert_eq!(app.get(VPC, &owners).await.status, 200, "nothing was deleted");
+}
+
+#[tokio::test]
+async fn a_module_published_by_hand_says_non_vcs() {
+    let (app, owners) = acme().await;
+    let created = app.post(MODULES, &owners, module("vpc", "aws")).await;
+    assert_eq!(created.body["data"]["attributes"]["publishing-mechanism"], "non_vcs");
+    assert_eq!(app.get(VPC, &owners).await.body["data"]["attributes"]["publishing-mechanism"], "non_vcs");
+}

@@ -197,3 +197,21 @@ async fn callers_without_access_learn_nothing() {
     assert!(anonymous.body["errors"][0].is_string());
     assert_eq!(app.get(&format!("{V1}/acme/vpc/aws/versions"), &owners).await.status, 200);
 }
+
+#[tokio::test]
+async fn every_error_under_api_registry_has_the_registry_s_shape() {
+    let (app, owners) = registry(&["1.0.0"], &[]).await;
+    let is_registry_shape = |reply: &hangar_tests::Reply| {
+        reply.body["errors"].as_array().is_some_and(|errors| !errors.is_empty() && errors.iter().all(Value::is_string))
+    };
+    let unknown = app.get("/api/registry/v1/nothing/here", &owners).await;
+    assert_eq!(unknown.status, 404);
+    assert!(is_registry_shape(&unknown), "{:?}", unknown.body);
+    let unknown_public = app.get("/api/registry/public/v2/x", &owners).await;
+    assert_eq!(unknown_public.status, 404);
+    assert!(is_registry_shape(&unknown_public), "{:?}", unknown_public.body);
+    let wrong_method = app.request(Method::POST, &format!("{V1}/acme/vpc/aws/versions"), Some(&owners), None).await;
+    assert_eq!(wrong_method.status, 405);
+    assert!(is_registry_shape(&wrong_method), "{:?}", wrong_method.body);
+    assert_eq!(wrong_method.headers["allow"], "GET,HEAD");
+}

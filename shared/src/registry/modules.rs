@@ -18,6 +18,8 @@ pub const PRIVATE_COUNT: &str = "private_module_count";
 pub const PUBLIC_COUNT: &str = "public_module_count";
 /// `publishing_mechanism` of a module that publishes a version for each tag of its repository.
 pub const TAGS: &str = "git_tag";
+/// `publishing-mechanism` as shown for a module not connected to a repository (stored as none).
+pub const NON_VCS: &str = "non_vcs";
 /// `publishing_mechanism` of a module whose versions are made by hand from a branch's commits.
 pub const BRANCH: &str = "branch";
 

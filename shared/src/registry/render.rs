@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::modules::Module;
+use super::modules::{Module, NON_VCS};
 use super::versions::ModuleVersion;
 use crate::accounts::access::Organization;
 use crate::api::Resource;
@@ -26,7 +26,7 @@ pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Res
         "created-at": module.created_at,
         "updated-at": module.updated_at,
         "no-code": module.no_code,
-        "publishing-mechanism": module.publishing_mechanism,
+        "publishing-mechanism": module.publishing_mechanism.as_deref().unwrap_or(NON_VCS),
         "permissions": {
             "can-delete": principal.can(&org.id, Permission::Own),
             "can-resync": manages,

@@ -2,8 +2,10 @@
 //! `Delete` still use them): each maps to the same domain call as its replacement.
 
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::handler::Handler;
+use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde::Deserialize;
 
@@ -12,8 +14,7 @@ use super::names::RegistryName;
 use super::publishing::{self, PublishRequest};
 use super::render;
 use super::versions::{self, NewVersion};
-use crate::api::BaseUrl;
-use crate::api::{ApiError, Document, Field, JsonApiBody, Listing, QueryParams};
+use crate::api::{ApiError, BaseUrl, Document, Field, JsonApiBody, Listing, QueryParams};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -29,12 +30,12 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{ORG}/vcs"), post(publish_module))
         .route("/api/v2/registry-modules", post(deprecated_publish_module))
         .route("/webhooks/vcs/{uuid}", post(webhook))
-        .route(MODULE, axum::routing::delete(delete_module))
+        .route(MODULE, delete_only(delete_module))
         .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
         .route(&format!("{PROVIDER}/"), axum::routing::patch(update_module))
         .route(&format!("{PROVIDER}/versions"), get(list_versions).post(create_version))
         .route(&format!("{PROVIDER}/version"), get(show_version))
-        .route(&format!("{PROVIDER}/{{version}}"), axum::routing::delete(delete_version))
+        .route(&format!("{PROVIDER}/{{version}}"), delete_only(delete_version))
         .route("/api/v2/registry-modules/{id}", get(show_module_by_id))
         // Deprecated forms, for private modules (namespace = organization).
         .route("/api/v2/registry-modules/{org}/{name}/{provider}/versions", post(deprecated_create_version))
@@ -97,6 +98,23 @@ fn filter(params: &QueryParams) -> Result<ModuleFilter> {
         registry,
         provider: params.non_empty("filter[provider]").map(str::to_owned),
         organization_name: params.non_empty("filter[organization_name]").map(str::to_owned),
+    })
+}
+
+/// A path that only deletes. To a read it is as unknown as any other path (404, as HCP Terraform
+/// answers); any other method gets the usual 405.
+fn delete_only<H, T>(handler: H) -> MethodRouter<AppState>
+where
+    H: Handler<T, AppState>,
+    T: 'static,
+{
+    axum::routing::delete(handler).fallback(|method: Method| async move {
+        if matches!(method, Method::GET | Method::HEAD) {
+            return ApiError::not_found().into_response();
+        }
+        let mut refused = ApiError::method_not_allowed().into_response();
+        refused.headers_mut().insert(header::ALLOW, HeaderValue::from_static("DELETE"));
+        refused
     })
 }
 

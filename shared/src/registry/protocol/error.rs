@@ -22,6 +22,8 @@ pub enum ProtocolError {
     NotFound,
     #[error("{0}")]
     BadRequest(String),
+    #[error("method not allowed")]
+    MethodNotAllowed,
     /// The upstream public registry failed, timed out, or answered something unusable.
     #[error("{0}")]
     BadGateway(String),
@@ -35,6 +37,7 @@ impl ProtocolError {
             ProtocolError::Unauthorized => StatusCode::UNAUTHORIZED,
             ProtocolError::NotFound => StatusCode::NOT_FOUND,
             ProtocolError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProtocolError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProtocolError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ProtocolError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
