@@ -364,3 +364,32 @@ async fn a_wrong_method_or_an_oversized_body_gets_a_json_api_error() {
     assert_eq!(reply.status, 413);
     assert_eq!(reply.body["errors"][0]["status"], "413");
 }
+
+#[tokio::test]
+async fn a_team_token_is_made_with_either_type_or_no_body_and_read_without_its_secret() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    let (team_id, _) = app.team_with_token("acme", "ci", json!({})).await;
+    let path = format!("/api/v2/teams/{team_id}/authentication-token");
+
+    let singular =
+        json!({"data": {"type": "authentication-token", "attributes": {"description": "as HCP's docs write it"}}});
+    let made = app.post(&path, &app.admin_token, singular).await;
+    assert_eq!(made.status, 201, "{:?}", made.body);
+    let secret = made.body["data"]["attributes"]["token"].as_str().expect("the secret, once").to_owned();
+
+    let shown = app.get(&path, &app.admin_token).await;
+    assert_eq!(shown.status, 200, "{:?}", shown.body);
+    assert_eq!(shown.body["data"]["id"], made.body["data"]["id"]);
+    assert_eq!(shown.body["data"]["attributes"]["description"], "as HCP's docs write it");
+    assert_eq!(shown.body["data"]["attributes"]["token"], Value::Null);
+    assert!(!shown.body.to_string().contains(&secret), "the metadata never holds the secret");
+    let member = app.get(&path, &secret).await;
+    assert_eq!(member.status, 403, "only owners read a team's token");
+
+    let bare = app.request(Method::POST, &path, Some(&app.admin_token), None).await;
+    assert_eq!(bare.status, 201, "no body makes a token without expiry: {:?}", bare.body);
+    assert_eq!(bare.body["data"]["attributes"]["expired-at"], Value::Null);
+    assert_eq!(app.delete(&path, &app.admin_token).await.status, 204);
+    assert_eq!(app.get(&path, &app.admin_token).await.status, 404, "no token, nothing to show");
+}

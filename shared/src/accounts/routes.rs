@@ -32,7 +32,10 @@ pub fn router() -> Router<AppState> {
         )
         .route("/api/v2/organizations/{org}/teams", get(list_teams).post(create_team))
         .route("/api/v2/teams/{id}", get(show_team).delete(delete_team))
-        .route("/api/v2/teams/{id}/authentication-token", post(create_team_token).delete(delete_team_token))
+        .route(
+            "/api/v2/teams/{id}/authentication-token",
+            get(show_team_token).post(create_team_token).delete(delete_team_token),
+        )
         .route("/api/v2/organizations/{org}/workspaces", get(list_workspaces).post(create_workspace))
         .route(
             "/api/v2/organizations/{org}/workspaces/{name}",
@@ -200,10 +203,21 @@ async fn create_team_token(
     Path(id): Path<String>,
     body: JsonApiBody,
 ) -> Result<Document> {
-    let attrs: TokenAttrs = body.attributes_or_default(&["authentication-tokens"])?;
+    // go-tfe sends the plural type, HCP's docs the singular: both are taken.
+    let attrs: TokenAttrs = body.attributes_or_default(&["authentication-tokens", "authentication-token"])?;
     let new = NewToken { description: attrs.description, expired_at: attrs.expired_at };
     let (team, token, secret) = teams::create_token(state.store.as_ref(), &principal, &id, new).await?;
     Ok(Document::one(render::token(&token, &team, Some(&secret))).created())
+}
+
+/// The team token's metadata (never its secret), for the owners.
+async fn show_team_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let (team, token) = teams::token(state.store.as_ref(), &principal, &id).await?;
+    Ok(Document::one(render::token(&token, &team, None)))
 }
 
 async fn delete_team_token(

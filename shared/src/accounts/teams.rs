@@ -204,6 +204,13 @@ pub async fn create_token(
     Ok((team, token, secret))
 }
 
+/// The team's token, if it has one, for a principal with the owners' rights.
+pub async fn token(store: &dyn ItemStore, principal: &Principal, team_id: &str) -> Result<(Team, TeamToken)> {
+    let team = get(store, principal, team_id, Permission::Own).await?;
+    let token = team.token.clone().ok_or(AccountsError::NotFound)?;
+    Ok((team, token))
+}
+
 pub async fn delete_token(store: &dyn ItemStore, principal: &Principal, team_id: &str) -> Result<()> {
     let mut team = get(store, principal, team_id, Permission::Own).await?;
     let token = team.token.take().ok_or(AccountsError::NotFound)?;
