@@ -215,3 +215,29 @@ async fn every_error_under_api_registry_has_the_registry_s_shape() {
     assert!(is_registry_shape(&wrong_method), "{:?}", wrong_method.body);
     assert_eq!(wrong_method.headers["allow"], "GET,HEAD");
 }
+
+#[tokio::test]
+async fn each_version_is_described_by_its_own_readme() {
+    let (app, owners) = registry(&["1.0.0", "2.0.0"], &["1.0.0", "2.0.0"]).await;
+    let versions = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws";
+    let upload = |version: &'static str, readme: &'static [u8]| {
+        let (app, owners) = (&app, &owners);
+        async move {
+            let shown = app.get(&format!("{versions}/version?module_version={version}"), owners).await;
+            let url = shown.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
+            let archive =
+                targz(&[Entry::File("./main.tf", b"variable \"x\" {}\n"), Entry::File("./README.md", readme)]);
+            assert_eq!(app.upload(&url, archive).await, 200);
+        }
+    };
+    // The newer version lands first, the older one last.
+    upload("2.0.0", b"# vpc\nThe second edition.\n").await;
+    upload("1.0.0", b"# vpc\nThe first edition.\n").await;
+
+    assert_eq!(app.get(&format!("{V1}/acme/vpc/aws/2.0.0"), &owners).await.body["description"], "The second edition.");
+    assert_eq!(app.get(&format!("{V1}/acme/vpc/aws/1.0.0"), &owners).await.body["description"], "The first edition.");
+    let latest = app.get(&format!("{V1}/acme/vpc/aws"), &owners).await;
+    assert_eq!(latest.body["description"], "The second edition.", "the latest version describes the module");
+    let listed = app.get(&format!("{V1}/acme"), &owners).await;
+    assert_eq!(listed.body["modules"][0]["description"], "The second edition.");
+}

@@ -126,9 +126,10 @@ async fn settle(
         }
         if settled.status == OK {
             module.status = "setup_complete".into();
-            if let Some(readme) = &settled.readme {
-                module.description = description(readme);
-            }
+        }
+        // The module's description is its latest version's, whichever version landed last.
+        if module.latest_ok().is_some_and(|latest| latest.version == settled.version) {
+            module.description = settled.description();
         }
         let writes = vec![
             Write::Put { item: version_item.clone(), condition: Condition::equals("status", PENDING) },
@@ -143,15 +144,6 @@ async fn settle(
         other => other,
     })?;
     Ok(outcome)
-}
-
-/// A README's first paragraph of prose (headings, badges and blank lines skipped), as the
-/// registry protocol's `description`.
-fn description(readme: &str) -> Option<String> {
-    let prose = |line: &&str| !line.is_empty() && !line.starts_with(['#', '[', '!', '<', '=', '-']);
-    let first: Vec<&str> =
-        readme.lines().map(str::trim).skip_while(|l| !prose(l)).take_while(|l| !l.is_empty()).collect();
-    (!first.is_empty()).then(|| truncate(&first.join(" "), 300))
 }
 
 fn truncate(text: &str, max: usize) -> String {
@@ -175,17 +167,5 @@ impl UploadHooks for LocalIngest {
         if let Err(e) = object_created(&self.0, object).await {
             tracing::error!(object = %object, error = %e, "ingest after a local upload failed");
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::description;
-
-    #[test]
-    fn the_description_is_the_readme_s_first_paragraph_of_prose() {
-        let readme = "# VPC\n\n[![badge](x)](y)\n\nCreates a VPC\nwith subnets.\n\nMore text.";
-        assert_eq!(description(readme).as_deref(), Some("Creates a VPC with subnets."));
-        assert_eq!(description("# Only a title\n"), None);
     }
 }

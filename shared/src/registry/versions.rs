@@ -24,6 +24,8 @@ use crate::store::{
 pub const UPLOAD_LINK_VALIDITY: Duration = Duration::from_secs(25 * 3600);
 /// The `source` of versions created through the API, as HCP Terraform marks them.
 pub const API_SOURCE: &str = "tfe-api";
+/// The longest description kept (bytes): the public registry's are a sentence or two.
+const DESCRIPTION_KEPT: usize = 300;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ModuleVersion {
@@ -50,6 +52,22 @@ pub struct ModuleVersion {
 }
 
 impl ModuleVersion {
+    /// The first paragraph of prose of the version's README (headings, badges and blank lines
+    /// skipped): the registry protocol's `description` of this version.
+    pub fn description(&self) -> Option<String> {
+        let readme = self.readme.as_deref()?;
+        let prose = |line: &&str| !line.is_empty() && !line.starts_with(['#', '[', '!', '<', '=', '-']);
+        let first: Vec<&str> =
+            readme.lines().map(str::trim).skip_while(|l| !prose(l)).take_while(|l| !l.is_empty()).collect();
+        let mut text = first.join(" ");
+        let mut end = DESCRIPTION_KEPT.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        (!text.is_empty()).then_some(text)
+    }
+
     /// A new version of `module`, `pending` until an archive lands on `upload`. `source` is
     /// where it comes from: the API, or the repository's provider.
     pub fn pending(
@@ -406,4 +424,29 @@ pub async fn delete_module(state: &AppState, principal: &Principal, org_name: &s
         remove_provider(state, module).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod description_tests {
+    use super::ModuleVersion;
+
+    fn with_readme(readme: &str) -> ModuleVersion {
+        let mut version: ModuleVersion = serde_json::from_value(serde_json::json!({
+            "id": "modver-1", "org_id": "org-1", "module_id": "mod-1", "name": "vpc", "provider": "aws",
+            "version": "1.0.0", "status": "ok", "source": "tfe-api", "error": null, "commit_sha": null,
+            "upload": null, "archive": null, "sha256": null, "readme": null,
+            "created_at": "2026-01-01T00:00:00.000Z", "updated_at": "2026-01-01T00:00:00.000Z",
+        }))
+        .expect("a version");
+        version.readme = Some(readme.to_owned());
+        version
+    }
+
+    #[test]
+    fn the_description_is_the_readme_s_first_paragraph_of_prose() {
+        let readme = "# VPC\n\n[![badge](x)](y)\n\nCreates a VPC\nwith subnets.\n\nMore text.";
+        assert_eq!(with_readme(readme).description().as_deref(), Some("Creates a VPC with subnets."));
+        assert_eq!(with_readme("# Only a title\n").description(), None);
+        assert_eq!(with_readme(&"é".repeat(400)).description().map(|d| d.len()), Some(300));
+    }
 }

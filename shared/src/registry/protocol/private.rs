@@ -89,6 +89,8 @@ fn summary(org: &Organization, module: &Module, version: &VersionStatus) -> Valu
 /// One version in full: the summary plus the module's root, its providers and every version.
 fn detail(org: &Organization, module: &Module, version: &VersionStatus, stored: &ModuleVersion) -> Value {
     let mut detail = summary(org, module, version);
+    // The version shown, not whichever version was uploaded last, describes itself.
+    detail["description"] = json!(stored.description().unwrap_or_default());
     detail["root"] = json!({
         "path": "",
         "name": module.name,
