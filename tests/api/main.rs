@@ -12,4 +12,5 @@ mod oauth_clients;
 mod registry;
 mod registry_protocol;
 mod registry_proxy;
+mod uploads;
 mod vcs_publishing;

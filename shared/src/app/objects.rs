@@ -90,6 +90,9 @@ fn blob_error(e: BlobError) -> ApiError {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", format!("The {e}."))
         }
         BlobError::Interrupted(_) => ApiError::bad_request(e.to_string()),
+        BlobError::AlreadyStored => {
+            ApiError::conflict("This upload link has been used: its version already has an archive.")
+        }
         BlobError::Backend(_) => ApiError::internal(e),
     }
 }

@@ -61,6 +61,10 @@ impl BlobStore for NoBlobs {
         Err(unavailable())
     }
 
+    async fn size(&self, _: &ObjectId) -> Result<u64, BlobError> {
+        Err(unavailable())
+    }
+
     async fn delete(&self, _: &ObjectId) -> Result<(), BlobError> {
         Err(unavailable())
     }

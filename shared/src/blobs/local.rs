@@ -90,22 +90,26 @@ impl LocalBlobs {
         expires > chrono::Utc::now().timestamp() && mac.verify_slice(&presented).is_ok()
     }
 
-    /// Stores an uploaded stream as the object: written to a temporary file and renamed into
+    /// Stores an uploaded stream as the object: written to a temporary file and linked into
     /// place only once complete, so no partial object is ever visible; over the size cap it
-    /// stops at once with [`BlobError::TooLarge`].
+    /// stops at once with [`BlobError::TooLarge`]; an object that exists already is never
+    /// replaced ([`BlobError::AlreadyStored`]).
     pub async fn receive<S, E>(&self, id: &ObjectId, body: S) -> Result<(), BlobError>
     where
         S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
         let temp = self.dir.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
+        // A hard link, unlike a rename, never replaces: of uploads racing to one object exactly
+        // one lands, and the others are refused with nothing changed.
         let result = match write_capped(&temp, body, self.max_upload_bytes).await {
-            Ok(()) => tokio::fs::rename(&temp, self.path(id)).await.map_err(BlobError::backend),
+            Ok(()) => match tokio::fs::hard_link(&temp, self.path(id)).await {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(BlobError::AlreadyStored),
+                other => other.map_err(BlobError::backend),
+            },
             Err(e) => Err(e),
         };
-        if result.is_err() {
-            let _ = tokio::fs::remove_file(&temp).await;
-        }
+        let _ = tokio::fs::remove_file(&temp).await;
         result
     }
 }
@@ -141,6 +145,14 @@ impl BlobStore for LocalBlobs {
     async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError> {
         match tokio::fs::File::open(self.path(id)).await {
             Ok(file) => Ok(Box::pin(file)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(BlobError::backend(e)),
+        }
+    }
+
+    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError> {
+        match tokio::fs::metadata(self.path(id)).await {
+            Ok(metadata) => Ok(metadata.len()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
             Err(e) => Err(BlobError::backend(e)),
         }

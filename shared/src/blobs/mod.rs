@@ -69,6 +69,9 @@ pub enum BlobError {
     /// The uploading client stopped sending before the body was complete.
     #[error("upload interrupted: {0}")]
     Interrupted(String),
+    /// An upload to an object that already holds one (local links take one upload each).
+    #[error("the object already holds an upload")]
+    AlreadyStored,
 }
 
 impl BlobError {
@@ -88,6 +91,9 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// Streams the stored object.
     async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError>;
+
+    /// The stored object's size in bytes, read without reading the object.
+    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError>;
 
     /// Removes the object; removing a missing object succeeds.
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError>;

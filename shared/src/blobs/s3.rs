@@ -96,6 +96,14 @@ impl BlobStore for S3Blobs {
         Ok(())
     }
 
+    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError> {
+        match self.client.head_object().bucket(&self.bucket).key(id.key()).send().await {
+            Ok(head) => Ok(head.content_length().unwrap_or(0).max(0) as u64),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Err(BlobError::NotFound),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
     async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         // Keys hold only URL-safe characters, so the copy source needs no escaping.
         let source = format!("{}/{}", self.bucket, from.key());

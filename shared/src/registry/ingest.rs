@@ -1,10 +1,11 @@
 //! Ingest: what happens when an archive lands on a version's upload link. The S3 ObjectCreated
 //! event (function `registry-ingest`) and dev-server's local PUT both call [`object_created`].
 //!
-//! The archive is inspected as a stream; if it is sound it is copied to an object of its own,
-//! which is what downloads serve, so a later PUT on the still-valid upload link can change
-//! nothing. Either way the uploaded object is removed and the version leaves `pending` in one
-//! conditional write: there is no partial state to see.
+//! The upload's size is checked before anything is read; the upload is then copied to an
+//! object of its own, and that copy is inspected as a stream and, if sound, served: a later PUT
+//! on the still-valid upload link can change nothing that was inspected. Either way the
+//! uploaded object is removed and the version leaves `pending` in one conditional write: there
+//! is no partial state to see.
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -13,7 +14,7 @@ use super::error::{RegistryError, Result};
 use super::modules::modify;
 use super::status::{FAILED, OK, PENDING};
 use super::versions::{ModuleVersion, PendingUpload};
-use crate::archive::{self, ArchiveSummary};
+use crate::archive::{self, ArchiveError, ArchiveSummary};
 use crate::blobs::{BlobError, ObjectId, UploadHooks};
 use crate::state::AppState;
 use crate::store::{keys, Condition, Write};
@@ -49,20 +50,29 @@ async fn pending(state: &AppState, object: &ObjectId) -> Result<Option<(PendingU
 /// Inspects the archive uploaded as `object` and settles its version.
 pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<IngestOutcome> {
     let Some((upload, version)) = pending(state, object).await? else { return Ok(IngestOutcome::Ignored) };
-    let reader = match state.blobs.open(object).await {
-        Ok(reader) => reader,
+    let limits = state.config.archive_limits;
+    let size = match state.blobs.size(object).await {
+        Ok(size) => size,
         Err(BlobError::NotFound) => return Ok(IngestOutcome::Ignored),
         Err(e) => return Err(e.into()),
     };
-    let inspected = archive::inspect(reader, state.config.archive_limits).await;
-    let archive = match &inspected {
-        Ok(_) => {
-            let archive = ObjectId::generate();
-            state.blobs.copy(object, &archive).await?;
-            Some(archive)
+    // The upload is copied to the version's own object first, and the copy is what is inspected
+    // and served: another PUT on the still-valid link can replace the upload, never the copy,
+    // so the bytes served are the bytes inspected.
+    let archive = ObjectId::generate();
+    let inspected = if size > limits.max_compressed_bytes {
+        Err(ArchiveError::CompressedTooLarge { limit: limits.max_compressed_bytes })
+    } else {
+        match state.blobs.copy(object, &archive).await {
+            Ok(()) => archive::inspect(state.blobs.open(&archive).await?, limits).await,
+            Err(BlobError::NotFound) => return Ok(IngestOutcome::Ignored),
+            Err(e) => return Err(e.into()),
         }
-        Err(_) => None,
     };
+    if inspected.is_err() {
+        let _ = state.blobs.delete(&archive).await;
+    }
+    let archive = inspected.is_ok().then_some(archive);
     let result = inspected.as_ref().map_err(ToString::to_string);
     let settled = settle(state, object, &upload, &version, result, archive.as_ref()).await;
     if settled.is_err() {
