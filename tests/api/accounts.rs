@@ -393,3 +393,36 @@ async fn a_team_token_is_made_with_either_type_or_no_body_and_read_without_its_s
     assert_eq!(app.delete(&path, &app.admin_token).await.status, 204);
     assert_eq!(app.get(&path, &app.admin_token).await.status, 404, "no token, nothing to show");
 }
+
+#[tokio::test]
+async fn an_organization_token_acts_with_the_owners_rights_and_is_shown_without_its_secret() {
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    app.create_organization("other").await;
+    let path = "/api/v2/organizations/acme/authentication-token";
+    assert_eq!(app.get(path, &app.admin_token).await.status, 404, "none yet");
+
+    let made = app.request(Method::POST, path, Some(&app.admin_token), None).await;
+    assert_eq!(made.status, 201, "a POST without a body makes one without expiry: {:?}", made.body);
+    assert_eq!(made.body["data"]["attributes"]["expired-at"], Value::Null);
+    let secret = made.body["data"]["attributes"]["token"].as_str().expect("the secret, once").to_owned();
+
+    let shown = app.get(path, &secret).await;
+    assert_eq!(shown.status, 200, "it acts with the owners' rights: {:?}", shown.body);
+    assert_eq!(shown.body["data"]["id"], made.body["data"]["id"]);
+    assert_eq!(shown.body["data"]["attributes"]["token"], Value::Null);
+    assert!(!shown.body.to_string().contains(&secret));
+    let team = json!({"data": {"type": "teams", "attributes": {"name": "platform"}}});
+    assert_eq!(app.post("/api/v2/organizations/acme/teams", &secret, team).await.status, 201);
+    assert_eq!(app.get("/api/v2/organizations/other", &secret).await.status, 404, "only its own organization");
+    let (_, member) = app.team_with_token("acme", "readers", json!({})).await;
+    assert_eq!(app.get(path, &member).await.status, 403, "only owners see it");
+
+    let replaced = app.post(path, &app.admin_token, json!({"data": {"type": "authentication-token"}})).await;
+    assert_eq!(replaced.status, 201);
+    assert_eq!(app.get(path, &secret).await.status, 401, "a new token revokes the old one");
+    let second = replaced.body["data"]["attributes"]["token"].as_str().unwrap().to_owned();
+    assert_eq!(app.delete(path, &app.admin_token).await.status, 204);
+    assert_eq!(app.get("/api/v2/organizations/acme", &second).await.status, 401, "revoked");
+    assert_eq!(app.delete(path, &app.admin_token).await.status, 404);
+}

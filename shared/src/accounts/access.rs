@@ -49,6 +49,16 @@ pub fn join(org_id: &str, counter: &str, delta: i64) -> Write {
     }
 }
 
+/// The write that only checks the organization is not being deleted, for a transaction that
+/// adds to it without counting anything.
+pub fn still_active(org_id: &str) -> Write {
+    Write::Update {
+        key: keys::organization(org_id),
+        ops: vec![UpdateOp::set(ACTIVE, true)],
+        condition: Condition::equals(ACTIVE, true),
+    }
+}
+
 pub(super) async fn by_id(store: &dyn ItemStore, org_id: &str) -> Result<Option<Organization>> {
     match store.get(&keys::organization(org_id)).await? {
         Some(item) if item.attrs.get(ACTIVE) == Some(&Value::Bool(true)) => Ok(Some(item.parse()?)),

@@ -5,6 +5,7 @@ pub mod access;
 pub mod cascade;
 mod error;
 pub mod oauth;
+pub mod org_tokens;
 pub mod organizations;
 pub(crate) mod render;
 mod routes;

@@ -1,6 +1,6 @@
 //! The accounts family's resources in HCP Terraform's wire format.
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::access::Organization;
 use super::teams::{Team, TeamToken};
@@ -52,19 +52,23 @@ pub fn team(team: &Team, org_name: &str) -> Resource {
 }
 
 /// A team token; `secret` is given only in the response that created it.
+/// An organization token, as HCP Terraform shows it.
+pub fn organization_token(token: &TeamToken, secret: Option<&str>) -> Resource {
+    Resource::new("authentication-tokens", &token.id, token_attributes(token, secret))
+}
+
+fn token_attributes(token: &TeamToken, secret: Option<&str>) -> Value {
+    json!({
+        "created-at": token.created_at,
+        "last-used-at": null,
+        "description": token.description,
+        "expired-at": token.expired_at,
+        "token": secret,
+    })
+}
+
 pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
-    Resource::new(
-        "authentication-tokens",
-        &token.id,
-        json!({
-            "created-at": token.created_at,
-            "last-used-at": null,
-            "description": token.description,
-            "expired-at": token.expired_at,
-            "token": secret,
-        }),
-    )
-    .to_one("team", "teams", &team.id)
+    Resource::new("authentication-tokens", &token.id, token_attributes(token, secret)).to_one("team", "teams", &team.id)
 }
 
 pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {

@@ -9,6 +9,7 @@ use serde::Deserialize;
 
 use super::access;
 use super::oauth::{self, NewOAuthClient};
+use super::org_tokens;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
@@ -35,6 +36,10 @@ pub fn router() -> Router<AppState> {
         .route(
             "/api/v2/teams/{id}/authentication-token",
             get(show_team_token).post(create_team_token).delete(delete_team_token),
+        )
+        .route(
+            "/api/v2/organizations/{org}/authentication-token",
+            get(show_organization_token).post(create_organization_token).delete(delete_organization_token),
         )
         .route("/api/v2/organizations/{org}/workspaces", get(list_workspaces).post(create_workspace))
         .route(
@@ -208,6 +213,37 @@ async fn create_team_token(
     let new = NewToken { description: attrs.description, expired_at: attrs.expired_at };
     let (team, token, secret) = teams::create_token(state.store.as_ref(), &principal, &id, new).await?;
     Ok(Document::one(render::token(&token, &team, Some(&secret))).created())
+}
+
+async fn create_organization_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs: TokenAttrs = body.attributes_or_default(&["authentication-tokens", "authentication-token"])?;
+    let new = NewToken { description: attrs.description, expired_at: attrs.expired_at };
+    let (token, secret) = org_tokens::create(state.store.as_ref(), &principal, &org, new).await?;
+    Ok(Document::one(render::organization_token(&token, Some(&secret))).created())
+}
+
+/// The organization token's metadata (never its secret), for the owners.
+async fn show_organization_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+) -> Result<Document> {
+    let token = org_tokens::show(state.store.as_ref(), &principal, &org).await?;
+    Ok(Document::one(render::organization_token(&token, None)))
+}
+
+async fn delete_organization_token(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+) -> Result<StatusCode> {
+    org_tokens::delete(state.store.as_ref(), &principal, &org).await?;
+    Ok(StatusCode::NO_CONTENT)
 }
 
 /// The team token's metadata (never its secret), for the owners.

@@ -76,7 +76,7 @@ impl Team {
         ])
     }
 
-    fn grant(&self) -> TeamGrant {
+    pub(super) fn grant(&self) -> TeamGrant {
         TeamGrant {
             org_id: self.org_id.clone(),
             team_id: self.id.clone(),

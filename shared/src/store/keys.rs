@@ -249,3 +249,40 @@ pub fn vcs_webhook(uuid: &str) -> Key {
 pub const STATIC_ROLE_SCHEDULE: &str = "BSTATIC";
 /// The schedule partition (GSI1) of the broker's leases, ordered by expiry.
 pub const LEASE_EXPIRY_SCHEDULE: &str = "BLEASES";
+
+/// Points from a broker service token's accessor to the token (`VACCESSOR#<accessor>` /
+/// `VACCESSOR`), for `auth/token/revoke-accessor`; it lives and expires with the token.
+pub fn service_token_accessor(accessor: &str) -> Key {
+    Key::new(format!("VACCESSOR#{accessor}"), "VACCESSOR")
+}
+
+/// Where a broker service token is listed among its parent's children: GSI2
+/// `VCHILDREN#<parent-accessor>` / `<accessor>`.
+pub fn service_token_child(parent_accessor: &str, accessor: &str) -> (Index, String, String) {
+    (Index::Gsi2, format!("VCHILDREN#{parent_accessor}"), accessor.to_owned())
+}
+
+/// The children of a broker service token (what revoking it walks).
+pub fn service_token_children(parent_accessor: &str) -> Query {
+    Query::index(Index::Gsi2, format!("VCHILDREN#{parent_accessor}"), "")
+}
+
+/// Where a lease is listed among the leases of the token it was issued to: GSI2
+/// `VHELD#<token-accessor>` / `<lease-id>`.
+pub fn lease_held(accessor: &str, lease_id: &str) -> (Index, String, String) {
+    (Index::Gsi2, format!("VHELD#{accessor}"), lease_id.to_owned())
+}
+
+/// The leases a broker service token holds (what revoking it revokes).
+pub fn leases_held(accessor: &str) -> Query {
+    Query::index(Index::Gsi2, format!("VHELD#{accessor}"), "")
+}
+
+/// The schedule partition (GSI1) of broker service tokens being revoked, ordered by when their
+/// revocation began: what a revoke call left to the scheduled job.
+pub const TOKEN_REVOCATION_SCHEDULE: &str = "BREVOKE";
+
+/// The organization's own token (HCP Terraform's organization token), at most one.
+pub fn organization_token(org_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), "ORGTOKEN")
+}

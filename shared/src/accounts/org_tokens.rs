@@ -1,0 +1,82 @@
+//! The organization token (HCP Terraform's `/organizations/:org/authentication-token`): one per
+//! organization, made, shown (never its secret) and revoked by owners, acting with the owners
+//! team's rights. Its item lives in the organization's partition and names the token record as
+//! a satellite, so deleting the organization revokes it.
+
+use super::access;
+use super::error::{AccountsError, Result};
+use super::teams::{NewToken, Team, TeamToken, OWNERS};
+use crate::api::Field;
+use crate::auth::{hash_secret, new_secret, Permission, Principal, TokenRecord};
+use crate::ids::new_id;
+use crate::store::{keys, Condition, Item, ItemStore, Write};
+
+/// Makes the organization's token, revoking the previous one. The secret exists only in the
+/// answer.
+pub async fn create(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_name: &str,
+    new: NewToken,
+) -> Result<(TeamToken, String)> {
+    let org = access::authorized(store, principal, org_name, Permission::Own).await?;
+    let now = chrono::Utc::now();
+    if new.expired_at.is_some_and(|at| at <= now) {
+        return Err(AccountsError::invalid(Field::Attribute("expired-at"), "must be in the future"));
+    }
+    let owners: Team = store.get(&keys::team(&org.id, OWNERS)).await?.ok_or(AccountsError::NotFound)?.parse()?;
+    let secret = new_secret();
+    let token = TeamToken {
+        id: new_id("at"),
+        hash: hash_secret(&secret),
+        created_at: crate::api::timestamp(now),
+        description: new.description,
+        expired_at: new.expired_at.map(crate::api::timestamp),
+    };
+    let record = TokenRecord {
+        hash: token.hash.clone(),
+        token_id: token.id.clone(),
+        principal: Principal::Team(owners.grant()),
+        created_at: token.created_at.clone(),
+    };
+    let mut record_item = record.to_item()?;
+    if let Some(at) = new.expired_at {
+        record_item = record_item.with_ttl(at.timestamp());
+    }
+    let key = keys::organization_token(&org.id);
+    let previous = current(store, &org.id).await?;
+    let mut writes = vec![Write::Put { item: record_item, condition: Condition::NotExists }];
+    writes.extend(previous.iter().map(|t| Write::Delete { key: keys::token(&t.hash), condition: Condition::Always }));
+    let condition = match &previous {
+        Some(previous) => Condition::equals("id", previous.id.clone()),
+        None => Condition::NotExists,
+    };
+    let item = Item::from_value(key, &token)?.with_satellites(&[keys::token(&token.hash)]);
+    writes.push(Write::Put { item, condition });
+    writes.push(access::still_active(&org.id));
+    store.transact(writes).await?;
+    Ok((token, secret))
+}
+
+/// The organization's token, without its secret, for owners.
+pub async fn show(store: &dyn ItemStore, principal: &Principal, org_name: &str) -> Result<TeamToken> {
+    let org = access::authorized(store, principal, org_name, Permission::Own).await?;
+    current(store, &org.id).await?.ok_or(AccountsError::NotFound)
+}
+
+/// Revokes the organization's token.
+pub async fn delete(store: &dyn ItemStore, principal: &Principal, org_name: &str) -> Result<()> {
+    let org = access::authorized(store, principal, org_name, Permission::Own).await?;
+    let token = current(store, &org.id).await?.ok_or(AccountsError::NotFound)?;
+    store
+        .transact(vec![
+            Write::Delete { key: keys::token(&token.hash), condition: Condition::Always },
+            Write::Delete { key: keys::organization_token(&org.id), condition: Condition::equals("id", token.id) },
+        ])
+        .await
+        .map_err(|e| if e.is_condition_failed() { AccountsError::NotFound } else { e.into() })
+}
+
+async fn current(store: &dyn ItemStore, org_id: &str) -> Result<Option<TeamToken>> {
+    Ok(store.get(&keys::organization_token(org_id)).await?.map(|item| item.parse()).transpose()?)
+}
