@@ -50,3 +50,51 @@ async fn tls_serves_https_with_a_certificate_clients_can_trust() {
     assert_eq!(ping(&client, &running.url).await, 204);
     running.stop().await.unwrap();
 }
+
+/// Reads what the server sends on `stream` until it closes the connection, waiting at most
+/// `limit`; `None` if it is still open then.
+async fn closed_within(stream: &mut tokio::net::TcpStream, limit: std::time::Duration) -> Option<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    tokio::time::timeout(limit, async {
+        let mut buffer = [0u8; 1024];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => received.extend_from_slice(&buffer[..n]),
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| received)
+}
+
+#[tokio::test]
+async fn a_half_sent_request_is_not_held_open() {
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options { header_timeout: 1, body_timeout: 1, ..options(dir.path()) };
+    let running = start(options, Config::default()).await.unwrap();
+    let addr = running.url.trim_start_matches("http://").to_owned();
+
+    let mut headers_only = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    headers_only.write_all(b"GET /api/v2/ping HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    assert!(
+        closed_within(&mut headers_only, std::time::Duration::from_secs(5)).await.is_some(),
+        "unfinished headers are dropped"
+    );
+
+    let admin = running.generated_admin_token.clone().expect("a generated admin token");
+    let mut body_half = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let request = format!(
+        "POST /api/v2/organizations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {admin}\r\n\
+         Content-Type: application/vnd.api+json\r\nContent-Length: 1000\r\n\r\n{{\"data\": "
+    );
+    body_half.write_all(request.as_bytes()).await.unwrap();
+    let answer = closed_within(&mut body_half, std::time::Duration::from_secs(5)).await;
+    let answer = String::from_utf8_lossy(&answer.expect("an unfinished body is not waited for forever")).into_owned();
+    assert!(answer.starts_with("HTTP/1.1 4"), "answered with a client error: {answer}");
+    assert_eq!(ping(&reqwest::Client::new(), &running.url).await, 204, "the server still answers");
+    running.stop().await.unwrap();
+}

@@ -8,6 +8,7 @@ use hangar::config::{Config, StoreKind};
 use hangar::ids::random_token;
 use hangar::state::AppState;
 use hangar::store::SqliteStore;
+use hangar::vcs::AllowedNetworks;
 pub use moto::Moto;
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
@@ -48,6 +49,14 @@ impl Reply {
     }
 }
 
+/// The default configuration, plus `HANGAR_VCS_ALLOWED_NETWORKS=127.0.0.0/8`: the tests' GitHub
+/// and GitLab stand-ins listen on 127.0.0.1, which VCS calls may not reach otherwise. Set on the
+/// `Config`, not the environment, since every test shares one process.
+pub fn vcs_stand_in_config() -> Config {
+    let loopback = AllowedNetworks::parse("127.0.0.0/8").expect("a CIDR block");
+    Config { vcs_allowed_networks: loopback, ..Config::default() }
+}
+
 pub fn options(data_dir: &std::path::Path) -> Options {
     Options {
         listen: "127.0.0.1:0".parse().expect("an address"),
@@ -56,6 +65,8 @@ pub fn options(data_dir: &std::path::Path) -> Options {
         init: false,
         tls: false,
         rotation_interval: 3600,
+        header_timeout: 10,
+        body_timeout: 300,
     }
 }
 
@@ -89,6 +100,11 @@ impl TestApp {
     /// dev-server with an organization `org`; returns it and the owners team's token.
     pub async fn with_organization(org: &str) -> (TestApp, String) {
         Self::spawn_with_organization(Config::default(), org).await
+    }
+
+    /// The same, allowed to call VCS stand-ins on 127.0.0.1 (see [`vcs_stand_in_config`]).
+    pub async fn with_organization_and_vcs_stand_ins(org: &str) -> (TestApp, String) {
+        Self::spawn_with_organization(vcs_stand_in_config(), org).await
     }
 
     /// dev-server started with `config`, an organization `org` and its owners team's token.

@@ -5,13 +5,17 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use axum_server::tls_rustls::RustlsConfig;
+use std::time::Duration;
+
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use hangar::app::routers;
 use hangar::bootstrap::{install_tokens, Unconfigured};
 use hangar::config::{Config, StoreKind};
 use hangar::state::{AppState, BootError};
+use hyper_util::rt::TokioTimer;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+use tower_http::timeout::RequestBodyTimeoutLayer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Store {
@@ -42,6 +46,12 @@ pub struct Options {
     /// Seconds between runs of the key-rotation job (EventBridge runs it every minute in AWS).
     #[arg(long, env = "HANGAR_ROTATION_INTERVAL", default_value_t = 60)]
     pub rotation_interval: u64,
+    /// Seconds a client has to send a request's line and headers.
+    #[arg(long, env = "HANGAR_HEADER_TIMEOUT", default_value_t = 10)]
+    pub header_timeout: u64,
+    /// Seconds a client has to send a request's whole body (an archive upload included).
+    #[arg(long, env = "HANGAR_BODY_TIMEOUT", default_value_t = 300)]
+    pub body_timeout: u64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -98,26 +108,30 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
     let router = routers::all(state);
 
+    // A client gets `header_timeout` to send its request line and headers and `body_timeout` to
+    // send its body; a half-sent request is not held open (API Gateway bounds both in AWS).
+    let router = router.layer(RequestBodyTimeoutLayer::new(Duration::from_secs(options.body_timeout.max(1))));
     let (shutdown, signal) = oneshot::channel::<()>();
+    let handle = axum_server::Handle::new();
+    let stopper = handle.clone();
+    tokio::spawn(async move {
+        let _ = signal.await;
+        stopper.graceful_shutdown(Some(Duration::from_secs(10)));
+    });
+    let mut server = axum_server::from_tcp(listener).map_err(|source| Error::Listen { addr, source })?.handle(handle);
+    server
+        .http_builder()
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(options.header_timeout.max(1)));
+    let service = router.into_make_service_with_connect_info::<SocketAddr>();
     let (task, certificate) = if options.tls {
         let (cert, key) = certificate(&options.data_dir, addr)?;
         let tls = RustlsConfig::from_pem_file(&cert, &key).await.map_err(|e| Error::Tls(e.to_string()))?;
-        let handle = axum_server::Handle::new();
-        let stopper = handle.clone();
-        tokio::spawn(async move {
-            let _ = signal.await;
-            stopper.graceful_shutdown(Some(std::time::Duration::from_secs(10)));
-        });
-        let server = axum_server::from_tcp_rustls(listener, tls).map_err(|e| Error::Tls(e.to_string()))?.handle(handle);
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
+        let server = server.acceptor(RustlsAcceptor::new(tls));
         (tokio::spawn(async move { server.serve(service).await }), Some(cert))
     } else {
-        let listener = tokio::net::TcpListener::from_std(listener).map_err(|source| Error::Listen { addr, source })?;
-        let service = router.into_make_service_with_connect_info::<SocketAddr>();
-        let serve = axum::serve(listener, service).with_graceful_shutdown(async move {
-            let _ = signal.await;
-        });
-        (tokio::spawn(async move { serve.await }), None)
+        (tokio::spawn(async move { server.serve(service).await }), None)
     };
     Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation })
 }
