@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::archive::ArchiveLimits;
+use crate::vcs::AllowedNetworks;
 
 /// Which product Hangar behaves as; some features exist only on some editions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +48,9 @@ pub struct Config {
     pub root_service_token: Option<String>,
     /// The KMS key sealing the broker's secrets; unset, a key file in the data directory does.
     pub kms_key_id: Option<String>,
+    /// Networks VCS calls may reach besides the public Internet (`HANGAR_VCS_ALLOWED_NETWORKS`):
+    /// none by default, so a connection cannot point Hangar at its own network.
+    pub vcs_allowed_networks: AllowedNetworks,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +62,13 @@ pub struct ConfigError {
 
 fn var(name: &str) -> Option<String> {
     std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// A list of CIDR blocks, or none when unset.
+fn networks(name: &'static str, raw: Option<String>) -> Result<AllowedNetworks, ConfigError> {
+    raw.map_or(Ok(AllowedNetworks::default()), |raw| {
+        AllowedNetworks::parse(&raw).map_err(|problem| ConfigError { name, problem })
+    })
 }
 
 /// A whole-number setting, or its default when unset.
@@ -89,6 +100,7 @@ impl Default for Config {
             agent_ping_timeout: std::time::Duration::from_secs(120),
             root_service_token: None,
             kms_key_id: None,
+            vcs_allowed_networks: AllowedNetworks::default(),
         }
     }
 }
@@ -151,6 +163,24 @@ impl Config {
             )?),
             root_service_token: var("HANGAR_ROOT_SERVICE_TOKEN"),
             kms_key_id: var("HANGAR_KMS_KEY_ID"),
+            vcs_allowed_networks: networks("HANGAR_VCS_ALLOWED_NETWORKS", var("HANGAR_VCS_ALLOWED_NETWORKS"))?,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allowed_vcs_networks_are_read_once_and_a_bad_one_names_the_variable() {
+        let name = "HANGAR_VCS_ALLOWED_NETWORKS";
+        assert_eq!(networks(name, None).unwrap(), AllowedNetworks::default());
+        let parsed = networks(name, Some("10.0.0.0/8, 127.0.0.0/8".into())).unwrap();
+        assert_eq!(parsed.networks().len(), 2);
+        for bad in ["10.0.0.0/33", "intranet", "10.1.0.0/8"] {
+            let message = networks(name, Some(bad.into())).unwrap_err().to_string();
+            assert!(message.starts_with("HANGAR_VCS_ALLOWED_NETWORKS: ") && message.contains(bad), "{message}");
+        }
     }
 }

@@ -19,6 +19,8 @@ pub struct AppState {
     pub local_blobs: Option<LocalBlobs>,
     /// For calls out (the public registry proxy); built once, cloned cheaply.
     pub http: reqwest::Client,
+    /// For VCS calls: reaches the public Internet and `HANGAR_VCS_ALLOWED_NETWORKS` only.
+    pub vcs: crate::vcs::Client,
     /// Seals stored secrets: KMS in AWS, a key file locally.
     pub sealer: SharedSealer,
     /// Rung when background work is recorded; dev-server's job runner wakes on it (in AWS the
@@ -75,6 +77,9 @@ impl AppState {
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| BootError::Http(e.to_string()))?;
+        let vcs =
+            crate::vcs::Client::new(config.vcs_allowed_networks.clone(), config.archive_limits.max_compressed_bytes)
+                .map_err(|e| BootError::Http(e.to_string()))?;
         let sealer: SharedSealer = match &config.kms_key_id {
             Some(key_id) => {
                 let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
@@ -84,7 +89,7 @@ impl AppState {
         };
         let work = Arc::new(tokio::sync::Notify::new());
         let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
-        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, sealer, work, clouds })
+        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, vcs, sealer, work, clouds })
     }
 }
 

@@ -2,7 +2,9 @@
 //! the checks on what creates them, who may see and change them, and that the provider
 //! credential they hold is never shown and never stored in the clear.
 
+use hangar::config::Config;
 use hangar::store::{keys, ItemStore};
+use hangar::vcs::AllowedNetworks;
 use hangar_tests::TestApp;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -340,4 +342,87 @@ async fn deleting_the_organization_removes_its_connections() {
     let fresh = app.get(CLIENTS, &app.admin_token).await;
     assert_eq!(fresh.body["meta"]["pagination"]["total-count"], 0);
     assert_eq!(fresh.body["data"], json!([]));
+}
+
+/// A GitHub Enterprise connection at `http_url` and `api_url`.
+fn enterprise(http_url: &str, api_url: &str) -> Value {
+    client(json!({"service-provider": "github_enterprise", "oauth-token-string": "t",
+                  "http-url": http_url, "api-url": api_url}))
+}
+
+#[tokio::test]
+async fn an_oauth_client_pointing_at_a_private_address_is_refused() {
+    let (app, owners) = acme().await;
+    for address in [
+        "http://10.0.0.1",
+        "http://172.16.5.4:8080",
+        "http://192.168.1.1",
+        "http://100.64.0.1",
+        "http://127.0.0.1:3000",
+        "http://2130706433",
+        "http://169.254.169.254/latest/meta-data",
+        "http://0.0.0.0",
+        "http://[::1]",
+        "http://[fe80::1]",
+        "http://[fc00::1]",
+        "http://[fd00:ec2::254]",
+        "http://[::ffff:127.0.0.1]",
+        "http://[::ffff:a9fe:a9fe]",
+        "http://224.0.0.1",
+        "http://255.255.255.255",
+    ] {
+        for (attribute, body) in [
+            ("api-url", enterprise("https://ghe.example", &format!("{address}/api/v3"))),
+            ("http-url", enterprise(address, "https://ghe.example/api/v3")),
+        ] {
+            let reply = app.post(CLIENTS, &owners, body).await;
+            assert_eq!(reply.status, 422, "{attribute} {address}: {:?}", reply.body);
+            assert_eq!(reply.pointer(), format!("/data/attributes/{attribute}"), "{address}");
+            let detail = reply.body["errors"][0]["detail"].as_str().unwrap_or_default();
+            assert!(detail.contains("HANGAR_VCS_ALLOWED_NETWORKS"), "says how to allow it: {detail}");
+        }
+    }
+    let listed = app.get(CLIENTS, &owners).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 0, "nothing was created");
+    // A public address is a provider like any other.
+    let public = app.post(CLIENTS, &owners, enterprise("https://8.8.8.8", "https://8.8.8.8/api/v3")).await;
+    assert_eq!(public.status, 201, "{:?}", public.body);
+}
+
+#[tokio::test]
+async fn an_oauth_client_url_with_a_query_a_fragment_or_credentials_is_refused() {
+    let (app, owners) = acme().await;
+    for url in [
+        "https://ghe.example/api/v3?per_page=1",
+        "https://ghe.example/api/v3?",
+        "https://ghe.example/api/v3#top",
+        "https://token@ghe.example/api/v3",
+        "https://user:pass@ghe.example/api/v3",
+    ] {
+        for (attribute, body) in
+            [("api-url", enterprise("https://ghe.example", url)), ("http-url", enterprise(url, "https://ghe.example"))]
+        {
+            let reply = app.post(CLIENTS, &owners, body).await;
+            assert_eq!(reply.status, 422, "{attribute} {url}: {:?}", reply.body);
+            assert_eq!(reply.pointer(), format!("/data/attributes/{attribute}"), "{url}");
+        }
+    }
+    assert_eq!(app.get(CLIENTS, &owners).await.body["meta"]["pagination"]["total-count"], 0);
+}
+
+#[tokio::test]
+async fn an_allowed_network_lets_a_connection_point_inside_it_and_nowhere_else() {
+    let allowed = AllowedNetworks::parse("10.0.0.0/8, 169.254.0.0/16").unwrap();
+    let config = Config { vcs_allowed_networks: allowed, ..Config::default() };
+    let (app, owners) = TestApp::spawn_with_organization(config, "acme").await;
+    let inside = app.post(CLIENTS, &owners, enterprise("http://10.1.2.3", "http://10.1.2.3/api/v3")).await;
+    assert_eq!(inside.status, 201, "{:?}", inside.body);
+    for (address, what) in [
+        ("http://192.168.1.1", "another private network"),
+        ("http://169.254.169.254", "the metadata service, which a network never allows"),
+    ] {
+        let reply = app.post(CLIENTS, &owners, enterprise("https://ghe.example", &format!("{address}/api/v3"))).await;
+        assert_eq!(reply.status, 422, "{what}: {:?}", reply.body);
+        assert_eq!(reply.pointer(), "/data/attributes/api-url", "{what}");
+    }
 }

@@ -18,6 +18,7 @@ use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, Write};
+use crate::vcs::{self, AllowedNetworks, UrlProblem};
 
 /// Counter of VCS connections kept on the organization item, for list totals.
 pub const OAUTH_CLIENT_COUNT: &str = "oauth_client_count";
@@ -146,25 +147,40 @@ fn check_provider(service_provider: Option<&str>) -> Result<&'static Provider> {
     })
 }
 
-/// The URL given, or the provider's default; it must be an absolute http(s) URL with a host
-/// and no credentials (it is shown in every response).
-fn check_url(pointer: Field, given: Option<String>, default: Option<&str>) -> Result<String> {
+/// The URL given, or the provider's default. It must be an absolute http(s) URL with a host, no
+/// credentials (it is shown in every response), no query or fragment (paths are appended to
+/// it), and a host that, if it is a literal IP, lies outside the blocks VCS calls may not reach
+/// or in an allowed network. A host name is checked when it is used, as what it resolves to may
+/// change.
+fn check_url(
+    pointer: Field,
+    given: Option<String>,
+    default: Option<&str>,
+    allowed: &AllowedNetworks,
+) -> Result<String> {
     let given = given.filter(|url| !url.trim().is_empty());
     let url = match (given, default) {
         (Some(url), _) => url,
         (None, Some(default)) => return Ok(default.to_owned()),
         (None, None) => return Err(AccountsError::invalid(pointer, "is required for this service provider")),
     };
-    let parsed = reqwest::Url::parse(&url).ok().filter(|parsed| {
-        matches!(parsed.scheme(), "http" | "https")
-            && parsed.host_str().is_some_and(|host| !host.is_empty())
-            && parsed.username().is_empty()
-            && parsed.password().is_none()
-    });
-    match parsed {
-        Some(_) if url.len() <= URL_MAX => Ok(url),
-        Some(_) => Err(AccountsError::invalid(pointer, format!("must be at most {URL_MAX} characters"))),
-        None => Err(AccountsError::invalid(pointer, "must be an http(s) URL with a host and no credentials")),
+    if url.len() > URL_MAX {
+        return Err(AccountsError::invalid(pointer, format!("must be at most {URL_MAX} characters")));
+    }
+    match vcs::check_url(&url, allowed) {
+        Ok(_) => Ok(url),
+        Err(UrlProblem::Malformed) => Err(AccountsError::invalid(
+            pointer,
+            "must be an http(s) URL with a host and no credentials, query or fragment",
+        )),
+        Err(UrlProblem::Refused(refused)) => Err(AccountsError::invalid(
+            pointer,
+            format!(
+                "points at {}, {}, which Hangar does not call; an operator can allow its network with \
+                 HANGAR_VCS_ALLOWED_NETWORKS",
+                refused.address, refused.range
+            ),
+        )),
     }
 }
 
@@ -179,8 +195,9 @@ pub async fn create(
     let org = hidden(access::authorized(store, principal, org_name, Permission::ManageModules).await)?;
     let provider = check_provider(new.service_provider.as_deref())?;
     let (default_http, default_api) = provider.defaults.unzip();
-    let http_url = check_url(Field::Attribute("http-url"), new.http_url, default_http)?;
-    let api_url = check_url(Field::Attribute("api-url"), new.api_url, default_api)?;
+    let allowed = &state.config.vcs_allowed_networks;
+    let http_url = check_url(Field::Attribute("http-url"), new.http_url, default_http, allowed)?;
+    let api_url = check_url(Field::Attribute("api-url"), new.api_url, default_api, allowed)?;
     if new.name.as_ref().is_some_and(|name| name.chars().count() > NAME_MAX) {
         return Err(AccountsError::invalid(Field::Attribute("name"), format!("must be at most {NAME_MAX} characters")));
     }
@@ -323,13 +340,25 @@ mod tests {
 
     #[test]
     fn urls_default_for_hosted_providers_and_are_checked_otherwise() {
-        let p = Field::Attribute("http-url");
-        assert_eq!(check_url(p, None, Some("https://github.com")).unwrap(), "https://github.com");
-        assert_eq!(check_url(p, Some(" ".into()), Some("https://github.com")).unwrap(), "https://github.com");
-        assert_eq!(check_url(p, Some("http://git.example:8080/".into()), None).unwrap(), "http://git.example:8080/");
-        for bad in [None, Some("git.example"), Some("ftp://git.example"), Some("https://u:p@git.example")] {
-            assert_eq!(pointer(check_url(p, bad.map(str::to_owned), None).unwrap_err()), p, "{bad:?}");
+        let (p, none) = (Field::Attribute("http-url"), &AllowedNetworks::default());
+        assert_eq!(check_url(p, None, Some("https://github.com"), none).unwrap(), "https://github.com");
+        assert_eq!(check_url(p, Some(" ".into()), Some("https://github.com"), none).unwrap(), "https://github.com");
+        let given = check_url(p, Some("http://git.example:8080/".into()), None, none).unwrap();
+        assert_eq!(given, "http://git.example:8080/");
+        for bad in [
+            None,
+            Some("git.example"),
+            Some("ftp://git.example"),
+            Some("https://u:p@git.example"),
+            Some("https://git.example/api?x=1"),
+            Some("https://git.example/api#x"),
+            Some("http://10.0.0.1/api/v4"),
+            Some("http://[::ffff:127.0.0.1]/"),
+        ] {
+            assert_eq!(pointer(check_url(p, bad.map(str::to_owned), None, none).unwrap_err()), p, "{bad:?}");
         }
+        let private = AllowedNetworks::parse("10.0.0.0/8").unwrap();
+        assert!(check_url(p, Some("http://10.0.0.1/api/v4".into()), None, &private).is_ok());
     }
 
     #[test]

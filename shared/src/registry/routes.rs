@@ -1,7 +1,7 @@
 //! The registry management routes, deprecated forms included (go-tfe's `CreateVersion` and
 //! `Delete` still use them): each maps to the same domain call as its replacement.
 
-use axum::extract::{Path, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::handler::Handler;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
@@ -29,7 +29,7 @@ pub fn router() -> Router<AppState> {
         .route(ORG, get(list_modules).post(create_module))
         .route(&format!("{ORG}/vcs"), post(publish_module))
         .route("/api/v2/registry-modules", post(deprecated_publish_module))
-        .route("/webhooks/vcs/{uuid}", post(webhook))
+        .route("/webhooks/vcs/{uuid}", post(webhook).layer(DefaultBodyLimit::max(publishing::MAX_DELIVERY_BYTES)))
         .route(MODULE, delete_only(delete_module))
         .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
         .route(&format!("{PROVIDER}/"), axum::routing::patch(update_module))

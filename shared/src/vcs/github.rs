@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::http::{segment, Api, Created};
 use super::{
-    looks_like_sha, matching_commit, ArchiveReader, Connection, RepoId, Repository, Tag, VcsError, VcsProvider,
+    answered_sha, listed_tags, looks_like_sha, matching_commit, ArchiveReader, Client, Connection, RepoId, Repository,
+    Tag, VcsError, VcsProvider,
 };
 
 const HEADERS: &[(&str, &str)] = &[("accept", "application/vnd.github+json"), ("x-github-api-version", "2022-11-28")];
@@ -41,8 +42,8 @@ struct BranchBody {
 }
 
 impl GitHub {
-    pub(super) fn new(connection: Connection, http: reqwest::Client) -> Self {
-        let api = Api::new(http, connection.provider, &connection.api_url, connection.token, HEADERS);
+    pub(super) fn new(connection: Connection, client: Client) -> Self {
+        let api = Api::new(client, connection.provider, &connection.api_url, connection.token, HEADERS);
         Self { api, http_url: connection.http_url.trim_end_matches('/').to_owned() }
     }
 }
@@ -72,14 +73,14 @@ impl VcsProvider for GitHub {
     async fn tags(&self, repo: &RepoId) -> Result<Vec<Tag>, VcsError> {
         let call = format!("listing tags of {}", repo.full());
         let tags: Vec<TagBody> = self.api.all_pages(&call, &format!("{}/tags?", repo_path(repo)?)).await?;
-        Ok(tags.into_iter().map(|tag| Tag { name: tag.name, commit_sha: tag.commit.sha }).collect())
+        Ok(listed_tags(&call, tags.into_iter().map(|tag| (tag.name, tag.commit.sha))))
     }
 
     async fn branch_head(&self, repo: &RepoId, branch: &str) -> Result<String, VcsError> {
         let call = format!("reading branch {branch} of {}", repo.full());
         let path = format!("{}/branches/{}", repo_path(repo)?, ref_path(branch)?);
         let body: BranchBody = self.api.get(&call, &path).await?;
-        Ok(body.commit.sha)
+        answered_sha(&call, body.commit.sha)
     }
 
     async fn commit(&self, repo: &RepoId, sha: &str) -> Result<String, VcsError> {

@@ -7,7 +7,8 @@ use serde_json::json;
 
 use super::http::{segment, Api, Created};
 use super::{
-    looks_like_sha, matching_commit, ArchiveReader, Connection, RepoId, Repository, Tag, VcsError, VcsProvider,
+    answered_sha, listed_tags, looks_like_sha, matching_commit, ArchiveReader, Client, Connection, RepoId, Repository,
+    Tag, VcsError, VcsProvider,
 };
 
 pub(super) struct GitLab {
@@ -38,8 +39,8 @@ struct BranchBody {
 }
 
 impl GitLab {
-    pub(super) fn new(connection: Connection, http: reqwest::Client) -> Self {
-        let api = Api::new(http, connection.provider, &connection.api_url, connection.token, &[]);
+    pub(super) fn new(connection: Connection, client: Client) -> Self {
+        let api = Api::new(client, connection.provider, &connection.api_url, connection.token, &[]);
         Self { api, http_url: connection.http_url.trim_end_matches('/').to_owned() }
     }
 }
@@ -65,14 +66,14 @@ impl VcsProvider for GitLab {
         let call = format!("listing tags of {}", repo.full());
         let path = format!("{}/repository/tags?", project_path(repo)?);
         let tags: Vec<TagBody> = self.api.all_pages(&call, &path).await?;
-        Ok(tags.into_iter().map(|tag| Tag { name: tag.name, commit_sha: tag.commit.id }).collect())
+        Ok(listed_tags(&call, tags.into_iter().map(|tag| (tag.name, tag.commit.id))))
     }
 
     async fn branch_head(&self, repo: &RepoId, branch: &str) -> Result<String, VcsError> {
         let call = format!("reading branch {branch} of {}", repo.full());
         let path = format!("{}/repository/branches/{}", project_path(repo)?, segment(branch)?);
         let body: BranchBody = self.api.get(&call, &path).await?;
-        Ok(body.commit.id)
+        answered_sha(&call, body.commit.id)
     }
 
     async fn commit(&self, repo: &RepoId, sha: &str) -> Result<String, VcsError> {

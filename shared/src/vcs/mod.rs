@@ -3,11 +3,16 @@
 //! one interface the registry uses; [`provider`] picks the GitHub (github.com and Enterprise
 //! Server) or GitLab (hosted and self-managed) implementation for a connection.
 //! [`verify_github_signature`], [`verify_gitlab_token`] and [`tag_from_delivery`] check and read
-//! the webhook deliveries that announce new tags.
+//! the webhook deliveries that announce new tags. Every call goes through one [`Client`], which
+//! reaches the public Internet and the networks the operator allows
+//! (`HANGAR_VCS_ALLOWED_NETWORKS`), nothing else; [`check_url`] holds a connection's URLs to
+//! the same rule when they are given.
 
+mod client;
 mod github;
 mod gitlab;
 mod http;
+mod networks;
 mod webhooks;
 
 use std::fmt;
@@ -16,6 +21,8 @@ use std::pin::Pin;
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
 
+pub use client::{check_url, Client, UrlProblem};
+pub use networks::{AllowedNetworks, Network, Refused};
 pub use webhooks::{tag_from_delivery, verify_github_signature, verify_gitlab_token};
 
 /// A VCS provider kind, spelled as HCP Terraform's `service-provider` attribute spells it.
@@ -133,7 +140,7 @@ pub struct Repository {
 }
 
 /// Why a provider call failed, by what the caller can do about it. Messages name the call and
-/// repository, never the token.
+/// repository, never the token nor what the provider said.
 #[derive(Debug, thiserror::Error)]
 pub enum VcsError {
     /// The repository, ref or commit is missing, or the token cannot see it (GitHub answers 404
@@ -143,7 +150,10 @@ pub enum VcsError {
     /// The token is invalid or lacks access (401/403).
     #[error("{0}")]
     Unauthorized(String),
-    /// Any other status, a network failure, a timeout or an unexpected payload.
+    /// Any other status, a network failure, a timeout, an unexpected payload, or a call Hangar
+    /// refused to make (an address outside the allowed networks, a redirect off the provider's
+    /// host). The message says only that the provider could not be reached or answered with an
+    /// error: the detail is logged.
     #[error("{0}")]
     Upstream(String),
 }
@@ -202,12 +212,12 @@ pub trait VcsProvider: Send + Sync {
     async fn create_webhook(&self, repo: &RepoId, url: &str, secret: &str) -> Result<String, VcsError>;
 }
 
-/// The provider client for a connection; `http` is built once by the caller and shared.
-pub fn provider(connection: Connection, http: reqwest::Client) -> Box<dyn VcsProvider> {
+/// The provider client for a connection; `client` is built once per process and shared.
+pub fn provider(connection: Connection, client: Client) -> Box<dyn VcsProvider> {
     if connection.provider.is_gitlab() {
-        Box::new(gitlab::GitLab::new(connection, http))
+        Box::new(gitlab::GitLab::new(connection, client))
     } else {
-        Box::new(github::GitHub::new(connection, http))
+        Box::new(github::GitHub::new(connection, client))
     }
 }
 
@@ -216,13 +226,53 @@ fn looks_like_sha(sha: &str) -> bool {
     (4..=64).contains(&sha.len()) && sha.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// Whether `sha` is a full commit SHA, SHA-1 or SHA-256.
+fn is_full_sha(sha: &str) -> bool {
+    matches!(sha.len(), 40 | 64) && sha.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// A commit SHA the provider answered, if it is one: what else a field holds is the provider's
+/// text, for the log only.
+fn answered_sha(call: &str, sha: String) -> Result<String, VcsError> {
+    if is_full_sha(&sha) {
+        return Ok(sha);
+    }
+    tracing::warn!(call, "the VCS provider answered something else where a commit SHA belongs");
+    Err(VcsError::Upstream(format!("{call}: {}", http::ANSWERED_ERROR)))
+}
+
 /// The provider's answer to [`VcsProvider::commit`] if it names the commit asked for.
 fn matching_commit(call: &str, asked: &str, full: String) -> Result<String, VcsError> {
+    let full = answered_sha(call, full)?;
     if full.to_ascii_lowercase().starts_with(&asked.to_ascii_lowercase()) {
         Ok(full)
     } else {
         Err(VcsError::NotFound(format!("{call}: the provider resolved it to {full}, which is another commit")))
     }
+}
+
+/// Longest tag name read: git allows longer, but no semantic version needs it.
+const MAX_TAG_NAME: usize = 255;
+
+/// The listed tags worth a version: each name at most [`MAX_TAG_NAME`] bytes, each commit a
+/// full SHA. Others are skipped (and logged), not reported: one odd tag should not stop the rest.
+fn listed_tags(call: &str, tags: impl IntoIterator<Item = (String, String)>) -> Vec<Tag> {
+    let (mut kept, mut skipped) = (Vec::new(), 0usize);
+    for (name, commit_sha) in tags {
+        if name.len() <= MAX_TAG_NAME && is_full_sha(&commit_sha) {
+            kept.push(Tag { name, commit_sha });
+        } else {
+            skipped += 1;
+        }
+    }
+    if skipped > 0 {
+        tracing::warn!(
+            call,
+            skipped,
+            "tags skipped: a name longer than {MAX_TAG_NAME} bytes or a commit that is no SHA"
+        );
+    }
+    kept
 }
 
 #[cfg(test)]

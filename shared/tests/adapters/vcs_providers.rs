@@ -8,14 +8,14 @@ use std::convert::Infallible;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{FromRequestParts, OriginalUri, Path, Query, State};
+use axum::extract::{FromRequestParts, OriginalUri, Path, Query};
 use axum::http::{header, request::Parts, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use hangar::vcs::{
-    provider, tag_from_delivery, verify_github_signature, verify_gitlab_token, Connection, RepoId, ServiceProvider,
-    VcsError, VcsProvider,
+    provider, tag_from_delivery, verify_github_signature, verify_gitlab_token, AllowedNetworks, Client, Connection,
+    RepoId, ServiceProvider, VcsError, VcsProvider,
 };
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
@@ -26,6 +26,8 @@ use tokio::net::TcpListener;
 const TOKEN: &str = "hangar-test-token-7f3a9c";
 const SHA: &str = "abc1234def5678abc1234def5678abc1234def56";
 const ZERO: &str = "0000000000000000000000000000000000000000";
+/// An error text only the log may hold.
+const LEAK: &str = "internal host 10.1.2.3 said: password hunter2";
 
 /// What reached a stand-in.
 #[derive(Default)]
@@ -83,6 +85,7 @@ impl Caller {
         }
         match repo.rsplit('/').next() {
             Some("absent") => Err(error(StatusCode::NOT_FOUND, "Not Found")),
+            Some("leaky") => Err(error(StatusCode::BAD_GATEWAY, LEAK)),
             Some("broken") => Err(error(StatusCode::INTERNAL_SERVER_ERROR, &format!("boom for {authorization}"))),
             _ => Ok(()),
         }
@@ -132,6 +135,10 @@ mod github {
 
     pub async fn repository(caller: Caller, Path((owner, repo)): Repo) -> Answer {
         caller.gate(&repo)?;
+        if repo == "huge" {
+            let padding = "x".repeat(5 * 1024 * 1024);
+            return Ok(Json(json!({ "html_url": padding, "default_branch": "main" })).into_response());
+        }
         let html_url = format!("https://github.com/{owner}/{repo}");
         Ok(Json(json!({ "html_url": html_url, "default_branch": "main" })).into_response())
     }
@@ -152,6 +159,7 @@ mod github {
     pub async fn commit(caller: Caller, Path((_, repo, sha)): RepoAnd) -> Answer {
         caller.gate(&repo)?;
         match SHA.starts_with(&sha) {
+            true if repo == "liar" => Ok(Json(json!({ "sha": format!("{sha} {LEAK}") })).into_response()),
             true => Ok(Json(json!({ "sha": SHA })).into_response()),
             false => Err(error(StatusCode::UNPROCESSABLE_ENTITY, &format!("No commit found for SHA: {sha}"))),
         }
@@ -160,12 +168,22 @@ mod github {
     /// Like github.com, a redirect to the download host (here another path at the root).
     pub async fn tarball(caller: Caller, Path((owner, repo, git_ref)): RepoAnd) -> Answer {
         caller.gate(&repo)?;
-        let location = format!("/codeload/{owner}/{repo}/legacy.tar.gz/{git_ref}");
+        let mut location = format!("/codeload/{owner}/{repo}/legacy.tar.gz/{git_ref}");
+        if repo == "moved" {
+            // The same server under another host name.
+            let host = caller.headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+            location = format!("http://{}{location}", host.replace("127.0.0.1", "localhost"));
+        }
         Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())
     }
 
-    pub async fn codeload(State(stand): State<Stand>) -> Vec<u8> {
-        stand.tarball.as_ref().clone()
+    /// Streamed in two chunks, with no `Content-Length`, as a large download arrives.
+    pub async fn codeload(caller: Caller) -> axum::body::Body {
+        caller.stand.seen.lock().unwrap().paths.push(caller.uri.to_string());
+        let tarball = caller.stand.tarball.as_ref().clone();
+        let (first, second) = tarball.split_at(tarball.len() / 2);
+        let chunks = [Ok::<_, Infallible>(first.to_vec()), Ok(second.to_vec())];
+        axum::body::Body::from_stream(futures::stream::iter(chunks))
     }
 
     pub async fn create_hook(caller: Caller, Path((_, repo)): Repo, Json(body): Json<Value>) -> Answer {
@@ -265,10 +283,24 @@ async fn serve(router: Router) -> String {
     format!("http://{address}")
 }
 
+/// The stand-ins listen on 127.0.0.1, which VCS calls reach only when it is allowed.
+fn loopback() -> AllowedNetworks {
+    AllowedNetworks::parse("127.0.0.0/8").unwrap()
+}
+
 fn client(kind: ServiceProvider, api_url: String, token: &str) -> Box<dyn VcsProvider> {
+    client_with(kind, api_url, token, Client::new(loopback(), 100 << 20).unwrap())
+}
+
+fn client_with(kind: ServiceProvider, api_url: String, token: &str, checked: Client) -> Box<dyn VcsProvider> {
     let connection =
         Connection { provider: kind, api_url, http_url: "https://vcs.example".into(), token: token.into() };
-    provider(connection, reqwest::Client::new())
+    provider(connection, checked)
+}
+
+/// A client that allows no network beyond the public Internet.
+fn refusing_client(kind: ServiceProvider, api_url: String) -> Box<dyn VcsProvider> {
+    client_with(kind, api_url, TOKEN, Client::new(AllowedNetworks::default(), 100 << 20).unwrap())
 }
 
 fn repo(kind: ServiceProvider, identifier: &str) -> RepoId {
@@ -361,15 +393,28 @@ async fn github_enterprise_makes_the_same_calls_under_its_api_path() {
 async fn github_archives_follow_the_redirect_to_the_download_host() {
     let (base, stand) = github_stand_in().await;
     let acme = repo(ServiceProvider::GitHub, "acme/network");
-    assert_eq!(
-        read_all(client(ServiceProvider::GitHub, base.clone(), TOKEN).as_ref(), &acme, "v1.0.0").await,
-        *stand.tarball
-    );
+    let github = client(ServiceProvider::GitHub, base, TOKEN);
+    assert_eq!(read_all(github.as_ref(), &acme, "v1.0.0").await, *stand.tarball);
+    assert_eq!(read_all(github.as_ref(), &acme, SHA).await, *stand.tarball);
+    let paths = stand.paths();
+    assert!(paths.contains(&format!("/codeload/acme/network/legacy.tar.gz/{SHA}")), "{paths:?}");
+}
 
-    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let connection =
-        Connection { provider: ServiceProvider::GitHub, api_url: base, http_url: String::new(), token: TOKEN.into() };
-    assert_eq!(read_all(provider(connection, no_redirects).as_ref(), &acme, SHA).await, *stand.tarball);
+#[tokio::test]
+async fn an_archive_larger_than_the_limit_is_cut_off() {
+    let small = || Client::new(loopback(), 64).unwrap();
+    // GitHub's download arrives in chunks, without a length; GitLab's says how long it is.
+    let (base, _) = github_stand_in().await;
+    let github = client_with(ServiceProvider::GitHub, base, TOKEN, small());
+    let mut reader = github.archive(&repo(ServiceProvider::GitHub, "acme/network"), "v1.0.0").await.unwrap();
+    let error = reader.read_to_end(&mut Vec::new()).await.unwrap_err();
+    assert!(error.to_string().contains("the archive is larger than 64 bytes"), "{error}");
+
+    let (base, _) = gitlab_stand_in().await;
+    let gitlab = client_with(ServiceProvider::GitLabHosted, format!("{base}/api/v4"), TOKEN, small());
+    let mut reader = gitlab.archive(&repo(ServiceProvider::GitLabHosted, "infra/network"), "v1.0.0").await.unwrap();
+    let error = reader.read_to_end(&mut Vec::new()).await.unwrap_err();
+    assert!(error.to_string().contains("the archive is larger than 64 bytes"), "{error}");
 }
 
 #[tokio::test]
@@ -407,10 +452,7 @@ async fn github_failures_are_classified_and_never_show_the_token() {
     assert_kind(github.commit(&repo("network"), "main").await.unwrap_err(), |e| matches!(e, VcsError::NotFound(_)));
     assert_kind(github.archive(&repo("absent"), "v1.0.0").await.err().unwrap(), |e| matches!(e, VcsError::NotFound(_)));
     let broken = github.repository(&repo("broken")).await.unwrap_err();
-    assert!(
-        broken.to_string().contains("reading repository acme/broken") && broken.to_string().contains("500"),
-        "{broken}"
-    );
+    assert!(broken.to_string().contains("reading repository acme/broken"), "{broken}");
     assert_kind(broken, |e| matches!(e, VcsError::Upstream(_)));
 }
 
@@ -486,7 +528,7 @@ async fn gitlab_failures_are_classified_and_never_show_the_token() {
         matches!(e, VcsError::NotFound(_))
     });
     let broken = gitlab.create_webhook(&project("infra/broken"), "https://h.example", "s").await.unwrap_err();
-    assert!(broken.to_string().contains("<redacted>"), "{broken}");
+    assert!(broken.to_string().contains("creating a webhook on infra/broken"), "{broken}");
     assert_kind(broken, |e| matches!(e, VcsError::Upstream(_)));
 }
 
@@ -499,6 +541,57 @@ async fn an_unreachable_provider_is_an_upstream_failure() {
     let error = github.repository(&repo(ServiceProvider::GitHub, "acme/network")).await.unwrap_err();
     assert!(error.to_string().contains("could not be reached"), "{error}");
     assert_kind(error, |e| matches!(e, VcsError::Upstream(_)));
+}
+
+#[tokio::test]
+async fn an_upstream_error_text_is_not_echoed_to_the_caller() {
+    let (base, _) = github_stand_in().await;
+    let github = client(ServiceProvider::GitHub, base, TOKEN);
+    let error = github.repository(&repo(ServiceProvider::GitHub, "acme/leaky")).await.unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("reading repository acme/leaky: the VCS provider answered with an error"), "{message}");
+    assert!(!message.contains("hunter2") && !message.contains("10.1.2.3") && !message.contains("502"), "{message}");
+    assert_kind(error, |e| matches!(e, VcsError::Upstream(_)));
+    // Nor what a successful answer holds where a commit SHA belongs.
+    let error = github.commit(&repo(ServiceProvider::GitHub, "acme/liar"), "abc1234").await.unwrap_err();
+    assert!(!error.to_string().contains("hunter2"), "{error}");
+}
+
+#[tokio::test]
+async fn an_api_answer_larger_than_its_cap_is_refused() {
+    let (base, _) = github_stand_in().await;
+    let github = client(ServiceProvider::GitHub, base, TOKEN);
+    let Err(error) = github.repository(&repo(ServiceProvider::GitHub, "acme/huge")).await else {
+        panic!("a 5 MiB answer was read");
+    };
+    assert!(error.to_string().contains("the VCS provider answered with an error"), "{error}");
+    assert_kind(error, |e| matches!(e, VcsError::Upstream(_)));
+}
+
+#[tokio::test]
+async fn an_archive_redirect_to_another_host_is_not_followed() {
+    let (base, stand) = github_stand_in().await;
+    let github = client(ServiceProvider::GitHub, base, TOKEN);
+    let error = github.archive(&repo(ServiceProvider::GitHub, "acme/moved"), "v1.0.0").await.err().unwrap();
+    assert!(!error.to_string().contains("localhost"), "the target is not shown: {error}");
+    assert_kind(error, |e| matches!(e, VcsError::Upstream(_)));
+    assert_eq!(stand.paths(), ["/repos/acme/moved/tarball/v1.0.0"], "the download host was not asked");
+}
+
+#[tokio::test]
+async fn a_provider_at_a_refused_address_is_never_called() {
+    let (base, stand) = github_stand_in().await;
+    let github = refusing_client(ServiceProvider::GitHub, base.clone());
+    let Err(error) = github.repository(&repo(ServiceProvider::GitHub, "acme/network")).await else {
+        panic!("a loopback provider was called");
+    };
+    assert!(error.to_string().contains("the VCS provider could not be reached"), "{error}");
+    assert_kind(error, |e| matches!(e, VcsError::Upstream(_)));
+    // A host name is resolved, then refused for what it resolves to.
+    let by_name = refusing_client(ServiceProvider::GitHub, base.replace("127.0.0.1", "localhost"));
+    let error = by_name.tags(&repo(ServiceProvider::GitHub, "acme/network")).await.unwrap_err();
+    assert!(error.to_string().contains("the VCS provider could not be reached"), "{error}");
+    assert_eq!(stand.paths(), Vec::<String>::new(), "nothing reached the stand-in");
 }
 
 fn github_signature(secret: &str, body: &[u8]) -> String {

@@ -90,6 +90,17 @@ pub async fn publish(
     let kind = ServiceProvider::parse(&connection.service_provider).ok_or_else(|| {
         RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "the token's VCS provider is not supported")
     })?;
+    // A connection made before its URL was checked, or whose address the operator no longer
+    // allows, would leave the module pending for good: refuse it now, with what to do.
+    if vcs::check_url(&connection.api_url, state.vcs.allowed()).is_err() {
+        return Err(RegistryError::invalid(
+            Field::Nested("vcs-repo", "oauth-token-id"),
+            format!(
+                "the api-url of OAuth token {oauth_token_id}'s VCS connection is not one Hangar calls; connect the \
+                 repository through a new connection"
+            ),
+        ));
+    }
     let repo = RepoId::parse(&kind, &identifier)
         .map_err(|e| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), e))?;
     let (name, provider) = module_from_repository(&repo.name).ok_or_else(|| {
@@ -127,8 +138,9 @@ pub async fn publish(
         writes.push(sync_work(&module)?);
     }
     store.transact(writes).await?;
-    let provider_client = vcs::provider(connection_of(connection), state.http.clone());
+    let provider_client = vcs::provider(connection_of(connection), state.vcs.clone());
     if let Err(e) = provider_client.create_webhook(&repo, &vcs_repo.webhook_url, &secret).await {
+        // `e` is the generic text; the provider's answer was logged where it was read.
         tracing::warn!(module = %module.id, error = %e, "webhook not registered with the provider; new tags need a resync");
     }
     state.work.notify_one();

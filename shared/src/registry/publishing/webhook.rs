@@ -11,9 +11,20 @@ use crate::state::AppState;
 use crate::store::{keys, Key};
 use crate::vcs::{self, ServiceProvider};
 
+/// The largest delivery the route reads (413 above it, before anything is checked). A tag push
+/// is a few KiB; the cap keeps an unauthenticated caller from making Hangar hold and hash more.
+pub const MAX_DELIVERY_BYTES: usize = 1024 * 1024;
+
+/// A webhook's id as [`publish`](super::publish) makes it: 32 lowercase letters and digits.
+const UUID_LEN: usize = 32;
+
 /// Verifies a delivery against the module's webhook secret and records the version it names.
 /// Returns whether it did anything (a replayed delivery does not).
 pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &[u8]) -> Result<bool> {
+    let well_formed = uuid.len() == UUID_LEN && uuid.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+    if !well_formed {
+        return Err(RegistryError::NotFound);
+    }
     let store = state.store.as_ref();
     let Some(pointer) = store.get(&keys::vcs_webhook(uuid)).await? else { return Err(RegistryError::NotFound) };
     let module_key: Key = pointer.parse()?;
