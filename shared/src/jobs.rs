@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::blobs::ObjectId;
 use crate::registry::ingest::IngestOutcome;
+use crate::registry::publishing::RunBounds;
 use crate::state::AppState;
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
@@ -46,7 +47,7 @@ pub struct RotationSummary {
 /// publishing and webhooks recorded (repository syncs, archive fetches).
 pub async fn scheduled(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
     let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
-    let fetched = crate::registry::publishing::run_pending(state, 100).await?;
+    let fetched = crate::registry::publishing::run_pending(state, RunBounds::default()).await?;
     Ok(RotationSummary { rotated, revoked, vcs_work: fetched })
 }
 

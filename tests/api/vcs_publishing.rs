@@ -18,6 +18,7 @@ use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use hangar::registry::publishing::{run_pending_at, RunBounds};
 use hangar_tests::{Reply, TestApp};
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
@@ -38,6 +39,8 @@ const SHA_RELEASE: &str = "ee00000000000000000000000000000000000000";
 const SHA_120: &str = "1200000000000000000000000000000000000000";
 /// The head of `main`.
 const SHA_MAIN: &str = "abc1234def5678abc1234def5678abc1234def56";
+/// What the stand-in's errors for `terraform-aws-leaky` say: nothing a caller should read.
+const LEAK: &str = "upstream db at 10.0.0.7 refused password hunter2";
 /// How long the job gets to settle a module.
 const SETTLE: Duration = Duration::from_secs(10);
 
@@ -82,6 +85,7 @@ impl GitHub {
                 Err(refusal(StatusCode::FORBIDDEN, "Resource not accessible by personal access token"))
             }
             (OWNER, "terraform-aws-hidden") => Err(refusal(StatusCode::NOT_FOUND, "Not Found")),
+            (OWNER, "terraform-aws-leaky") => Err(refusal(StatusCode::INTERNAL_SERVER_ERROR, LEAK)),
             (OWNER, _) => Ok(()),
             _ => Err(refusal(StatusCode::NOT_FOUND, "Not Found")),
         }
@@ -100,6 +104,7 @@ fn refusal(status: StatusCode, message: &str) -> Refusal {
 fn tags_of(repo: &str) -> Vec<(&'static str, &'static str)> {
     match repo {
         "terraform-aws-notags" => vec![("release-x", SHA_RELEASE), ("latest", SHA_MAIN), ("v1.2", SHA_110)],
+        "terraform-aws-longname" | "terraform-aws-archivedown" => vec![("v1.0.0", SHA_100)],
         _ => vec![("v1.0.0", SHA_100), ("1.1.0", SHA_110), ("release-x", SHA_RELEASE)],
     }
 }
@@ -154,6 +159,9 @@ async fn repository(State(gh): State<GitHub>, headers: HeaderMap, uri: Uri, Path
 
 async fn tags(State(gh): State<GitHub>, headers: HeaderMap, uri: Uri, Path((owner, repo)): Repo) -> Answer {
     gh.gate(&headers, &uri, &owner, &repo)?;
+    if unavailable(&gh, &repo, "tags") {
+        return Err(refusal(StatusCode::BAD_GATEWAY, "Server Error"));
+    }
     let page = uri.query().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("page=")).unwrap_or("1");
     let listed: Vec<Value> = match page {
         "1" => {
@@ -179,6 +187,12 @@ async fn branch(
 
 async fn commit(State(gh): State<GitHub>, headers: HeaderMap, uri: Uri, Path((owner, repo, sha)): RepoAnd) -> Answer {
     gh.gate(&headers, &uri, &owner, &repo)?;
+    if repo == "terraform-aws-moved" {
+        // The same server under another host name, and a repository the token can read.
+        let elsewhere = gh.url.replace("127.0.0.1", "localhost");
+        let location = format!("{elsewhere}/repos/{owner}/terraform-aws-vpc/commits/{sha}");
+        return Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response());
+    }
     let known = [SHA_100, SHA_110, SHA_RELEASE, SHA_120, SHA_MAIN];
     match known.into_iter().find(|full| full.starts_with(&sha.to_ascii_lowercase())) {
         Some(full) => Ok(Json(json!({ "sha": full })).into_response()),
@@ -193,7 +207,80 @@ async fn archive(
     Path((owner, repo, git_ref)): RepoAnd,
 ) -> Answer {
     gh.gate(&headers, &uri, &owner, &repo)?;
-    Ok(([(header::CONTENT_TYPE, "application/x-gzip")], tarball(&owner, &repo, &git_ref)).into_response())
+    if unavailable(&gh, &repo, "tarball") {
+        return Err(refusal(StatusCode::BAD_GATEWAY, "Server Error"));
+    }
+    let body = match repo.as_str() {
+        "terraform-aws-longname" => long_name_bomb(&owner, &repo).to_vec(),
+        _ => tarball(&owner, &repo, &git_ref),
+    };
+    Ok(([(header::CONTENT_TYPE, "application/x-gzip")], body).into_response())
+}
+
+/// Whether the stand-in answers 502 to this `call` (`tags`, `tarball`) of `repo`: always for
+/// `terraform-aws-down…`'s tags and `terraform-aws-archivedown`'s tarballs, the first time only
+/// for `terraform-aws-flaky…`'s tags.
+fn unavailable(gh: &GitHub, repo: &str, call: &str) -> bool {
+    let asked = gh.requests().iter().filter(|r| r.contains(&format!("/{repo}/{call}"))).count();
+    match call {
+        "tags" if repo.starts_with("terraform-aws-down") => true,
+        "tags" if repo.starts_with("terraform-aws-flaky") => asked == 1,
+        "tarball" => repo == "terraform-aws-archivedown",
+        _ => false,
+    }
+}
+
+/// `terraform-aws-longname`'s tarball: a GNU long-name entry that claims a GiB and holds it,
+/// then `main.tf` in the top-level directory. The GiB is zeros, about a megabyte deflated: one
+/// MiB of zeros is deflated once and its blocks repeated (a full flush leaves them standing
+/// alone), so neither the stand-in nor the test ever holds or deflates the GiB.
+fn long_name_bomb(owner: &str, repo: &str) -> &'static [u8] {
+    static BOMB: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    BOMB.get_or_init(|| {
+        const MIB: usize = 1 << 20;
+        let mut long = tar::Header::new_gnu();
+        long.as_gnu_mut().unwrap().name[..13].copy_from_slice(b"././@LongLink");
+        long.set_entry_type(tar::EntryType::GNULongName);
+        long.set_size(1024 * MIB as u64);
+        long.set_mode(0o644);
+        long.set_cksum();
+        let mut rest = tar::Builder::new(Vec::new());
+        let body = main_tf("v1.0.0");
+        let mut file = tar::Header::new_gnu();
+        file.set_size(body.len() as u64);
+        file.set_mode(0o644);
+        rest.append_data(&mut file, format!("{owner}-{repo}-1000000/main.tf"), body.as_bytes()).unwrap();
+        let rest = rest.into_inner().unwrap();
+
+        let zeros = vec![0; MIB];
+        let (mut crc, mut zeros_crc) = (flate2::Crc::new(), flate2::Crc::new());
+        zeros_crc.update(&zeros);
+        let zeros_deflated = deflated(&zeros);
+        let mut blocks = deflated(long.as_bytes());
+        crc.update(long.as_bytes());
+        for _ in 0..1024 {
+            blocks.extend_from_slice(&zeros_deflated);
+            crc.combine(&zeros_crc);
+        }
+        blocks.extend(deflated(&rest));
+        crc.update(&rest);
+        // The last block: final, fixed Huffman codes, nothing but its end.
+        blocks.extend([0x03, 0x00]);
+        let mut gzip = vec![0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
+        gzip.extend(blocks);
+        gzip.extend(crc.sum().to_le_bytes());
+        gzip.extend(crc.amount().to_le_bytes());
+        gzip
+    })
+}
+
+/// `data` as raw deflate blocks that refer to nothing before them, ending byte-aligned.
+fn deflated(data: &[u8]) -> Vec<u8> {
+    let mut deflate = flate2::Compress::new(flate2::Compression::best(), false);
+    let mut out = Vec::with_capacity(data.len() + 1024);
+    deflate.compress_vec(data, &mut out, flate2::FlushCompress::Full).unwrap();
+    assert_eq!(deflate.total_in(), data.len() as u64, "all of it deflated");
+    out
 }
 
 async fn create_hook(
@@ -251,7 +338,7 @@ async fn connect(app: &TestApp, token: &str, org: &str, gh: &GitHub) -> String {
 
 async fn fixture() -> Fixture {
     let gh = github_stand_in().await;
-    let (app, owners) = TestApp::with_organization("acme").await;
+    let (app, owners) = TestApp::with_organization_and_vcs_stand_ins("acme").await;
     let oauth_token = connect(&app, &owners, "acme", &gh).await;
     Fixture { app, owners, gh, oauth_token }
 }
@@ -279,15 +366,27 @@ impl Fixture {
 
     /// Polls `path` until `done` holds for the module's attributes; returns them.
     async fn until(&self, path: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + SETTLE;
+        self.until_as(&self.owners, SETTLE, path, what, done).await
+    }
+
+    /// The same, reading with `token` and waiting up to `within`.
+    async fn until_as(
+        &self,
+        token: &str,
+        within: Duration,
+        path: &str,
+        what: &str,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + within;
         loop {
-            let reply = self.app.get(path, &self.owners).await;
+            let reply = self.app.get(path, token).await;
             assert_eq!(reply.status, 200, "reading {path}: {:?}", reply.body);
             let attributes = &reply.body["data"]["attributes"];
             if done(attributes) {
                 return attributes.clone();
             }
-            assert!(Instant::now() < deadline, "{what} within {SETTLE:?}; the module is {attributes}");
+            assert!(Instant::now() < deadline, "{what} within {within:?}; the module is {attributes}");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
@@ -913,4 +1012,256 @@ async fn test_config_of_a_vcs_module_is_set_through_patch() {
     let reply = fx.app.patch(&format!("{VPC}/"), &fx.owners, disable).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     assert_eq!(reply.body["data"]["attributes"]["test-config"], json!({"id": id, "tests-enabled": false}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// What VCS calls may reach, and what callers learn of the provider.
+
+/// A branch-based module published from `identifier`, then a version of it from `SHA_MAIN`:
+/// the provider is asked for the commit while the request waits.
+async fn branch_version_of(fx: &Fixture, identifier: &str, name: &str) -> Reply {
+    let published = fx.publish(identifier, json!({ "branch": "main" })).await;
+    assert_eq!(published.status, 201, "publishing {identifier}: {:?}", published.body);
+    let path = format!("/api/v2/organizations/acme/registry-modules/private/acme/{name}/aws/versions");
+    fx.app.post(&path, &fx.owners, version_body(json!({ "version": "2.0.0", "commit-sha": SHA_MAIN }))).await
+}
+
+#[tokio::test]
+async fn a_host_name_that_resolves_to_a_loopback_address_is_refused_when_used() {
+    let gh = github_stand_in().await;
+    // No allowed networks: loopback is refused, and `localhost` names the stand-in.
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let local = GitHub { url: gh.url.replace("127.0.0.1", "localhost"), seen: gh.seen.clone() };
+    // A host name is accepted when the connection is made: what it resolves to may change.
+    let oauth_token = connect(&app, &owners, "acme", &local).await;
+    let fx = Fixture { app, owners, gh, oauth_token };
+
+    let reply = branch_version_of(&fx, VPC_REPO, "vpc").await;
+    assert_eq!(reply.status, 422, "{:?}", reply.body);
+    assert_eq!(reply.pointer(), "/data/attributes/commit-sha");
+    let detail = reply.body["errors"][0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("the VCS provider could not be reached"), "{detail}");
+    assert_eq!(fx.gh.requests(), Vec::<String>::new(), "nothing reached the loopback stand-in");
+}
+
+#[tokio::test]
+async fn a_redirect_to_another_host_is_not_followed() {
+    let fx = fixture().await;
+    let reply = branch_version_of(&fx, "acme-corp/terraform-aws-moved", "moved").await;
+    assert_eq!(reply.status, 422, "{:?}", reply.body);
+    let detail = reply.body["errors"][0]["detail"].as_str().unwrap_or_default();
+    assert!(!detail.contains("localhost"), "the redirect's target is not shown: {detail}");
+    let requests = fx.gh.requests();
+    assert!(requests.iter().any(|r| r.contains("terraform-aws-moved/commits/")), "{requests:?}");
+    assert!(!requests.iter().any(|r| r.contains("terraform-aws-vpc/commits/")), "redirect followed: {requests:?}");
+}
+
+#[tokio::test]
+async fn an_upstream_error_text_is_not_echoed_to_the_caller() {
+    let fx = fixture().await;
+    let reply = branch_version_of(&fx, "acme-corp/terraform-aws-leaky", "leaky").await;
+    assert_eq!(reply.status, 422, "{:?}", reply.body);
+    let detail = reply.body["errors"][0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("the VCS provider answered with an error"), "{detail}");
+    assert!(!detail.contains("hunter2") && !detail.contains("10.0.0.7") && !detail.contains("500"), "{detail}");
+
+    // Nor in the reason a module that could not be set up shows.
+    fx.published("acme-corp/terraform-aws-forbidden").await;
+    let path = "/api/v2/organizations/acme/registry-modules/private/acme/forbidden/aws";
+    let settled = fx.until(path, "a settled status", |a| a["status"] != "pending").await;
+    let reason = settled["vcs-repo"]["error"].as_str().unwrap_or_default();
+    assert!(reason.contains("the VCS provider answered with an error"), "{reason}");
+    assert!(!reason.contains("Resource not accessible") && !reason.contains("403"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_webhook_delivery_larger_than_a_mebibyte_is_413_and_changes_nothing() {
+    let fx = fixture().await;
+    let webhook = settled_vpc(&fx).await;
+    let mut push: Value = serde_json::from_slice(&tag_push("v1.2.0", SHA_120)).unwrap();
+    push["padding"] = json!("x".repeat(1024 * 1024));
+    let body = push.to_string().into_bytes();
+    let signature = sign(&hook_secret(&fx.gh, VPC_REPO), &body);
+    assert_eq!(fx.delivery(&webhook, "push", &body, Some(&signature)).await, 413);
+    let after = fx.app.get(VPC, &fx.owners).await;
+    assert_eq!(statuses(&after.body["data"]["attributes"]).len(), 2, "no version added");
+}
+
+// ---------------------------------------------------------------------------------------------
+// The job's bounds: retries that back off and end, fairness between organizations, and archives
+// whose headers claim more than they hold room for.
+
+const DOWN: &str = "/api/v2/organizations/acme/registry-modules/private/acme/down/aws";
+
+/// How often the stand-in was asked for `repo`'s `call` (`tags`, `tarball`).
+fn asked(gh: &GitHub, repo: &str, call: &str) -> usize {
+    gh.requests().iter().filter(|r| r.contains(&format!("/{repo}/{call}"))).count()
+}
+
+/// (version, status) pairs as `statuses` returns them.
+fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+    expected.iter().map(|(v, s)| ((*v).to_owned(), (*s).to_owned())).collect()
+}
+
+/// The test process's peak resident memory from `start` on (dev-server runs inside it): Linux's
+/// `VmHWM`, which writing 5 to `clear_refs` sets back to the current size. `None` elsewhere.
+struct PeakMemory {
+    start: u64,
+}
+
+impl PeakMemory {
+    fn start() -> Option<Self> {
+        std::fs::write("/proc/self/clear_refs", "5").ok()?;
+        Some(Self { start: status_kib("VmRSS:")? })
+    }
+
+    /// How far the peak rose above the size at `start`, in bytes.
+    fn grown(&self) -> Option<u64> {
+        Some(status_kib("VmHWM:")?.saturating_sub(self.start) * 1024)
+    }
+}
+
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line[field.len()..].trim().trim_end_matches("kB").trim().parse().ok()
+}
+
+const FLAKY_REPO: &str = "acme-corp/terraform-aws-flaky";
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+#[tokio::test]
+async fn a_failing_repository_shows_its_reason_from_the_first_failure_on() {
+    let fx = fixture().await;
+    fx.published("acme-corp/terraform-aws-down").await;
+    let failing = fx.until(DOWN, "the first failure's reason", |a| a["vcs-repo"]["error"].is_string()).await;
+    assert_eq!(failing["status"], "pending", "it is retried, so not failed yet");
+    let reason = failing["vcs-repo"]["error"].as_str().unwrap();
+    assert!(reason.contains("tags") && reason.contains("attempt 1 of 8"), "{reason}");
+    assert_eq!(asked(&fx.gh, "terraform-aws-down", "tags"), 1, "one attempt so far");
+}
+
+#[tokio::test]
+async fn one_organizations_failing_modules_do_not_stall_another_organization() {
+    let fx = fixture().await;
+    // As many failing modules as the job once took in a run, all of acme's.
+    for i in 0..100 {
+        fx.published(&format!("acme-corp/terraform-aws-down-{i:03}")).await;
+    }
+    fx.app.create_organization("globex").await;
+    let globex = fx.app.owners_token("globex").await;
+    let globex_token = connect(&fx.app, &globex, "globex", &fx.gh).await;
+    let publish = "/api/v2/organizations/globex/registry-modules/vcs";
+    let reply = fx.app.post(publish, &globex, publish_body(VPC_REPO, &globex_token, json!({}))).await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+
+    let vpc = "/api/v2/organizations/globex/registry-modules/private/globex/vpc/aws";
+    let ok = pairs(&[("1.0.0", "ok"), ("1.1.0", "ok")]);
+    let settled = fx.until_as(&globex, SETTLE, vpc, "globex's versions", |a| statuses(a) == ok).await;
+    assert_eq!(settled["status"], "setup_complete");
+
+    // Later, with acme's hundred all due again and globex's one sync due too, a run that takes
+    // only three pieces of work gives globex its turn: acme's older work does not come first.
+    let flaky = "/api/v2/organizations/globex/registry-modules/private/globex/flaky/aws";
+    let reply = fx.app.post(publish, &globex, publish_body(FLAKY_REPO, &globex_token, json!({}))).await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+    fx.until_as(&globex, SETTLE, flaky, "flaky's first failure", |a| a["vcs-repo"]["error"].is_string()).await;
+    let acme_tries = || (0..100).map(|i| asked(&fx.gh, &format!("terraform-aws-down-{i:03}"), "tags")).sum::<usize>();
+    let before = acme_tries();
+
+    let state = fx.app.second_state().await;
+    let three = RunBounds { max_items: 3, deadline: Duration::from_secs(60) };
+    run_pending_at(&state, unix_now() + 7200, three).await.expect("a run");
+
+    assert_eq!(asked(&fx.gh, "terraform-aws-flaky", "tags"), 2, "globex's sync was retried in that run");
+    assert_eq!(acme_tries() - before, 2, "acme had its share of the run, no more");
+    let synced = fx.until_as(&globex, SETTLE, flaky, "flaky's versions", |a| statuses(a).len() == 2).await;
+    assert!(synced["vcs-repo"]["error"].is_null(), "the reason went with the failure: {synced}");
+}
+
+#[tokio::test]
+async fn a_long_name_header_claiming_a_gigabyte_fails_the_version_without_the_memory() {
+    let fx = fixture().await;
+    // Built before memory is watched: the stand-in is not what is measured.
+    long_name_bomb("acme-corp", "terraform-aws-longname");
+    let peak = PeakMemory::start();
+    fx.published("acme-corp/terraform-aws-longname").await;
+
+    let path = "/api/v2/organizations/acme/registry-modules/private/acme/longname/aws";
+    let settled = fx
+        .until_as(&fx.owners, Duration::from_secs(120), path, "version 1.0.0 settled", |a| {
+            statuses(a).iter().any(|(_, status)| status != "pending")
+        })
+        .await;
+    assert_eq!(statuses(&settled), pairs(&[("1.0.0", "reg_ingress_failed")]));
+    let error = settled["version-statuses"][0]["error"].as_str().unwrap_or_default();
+    assert!(error.contains("tar headers of one entry exceed 1 MiB"), "{error}");
+    if let Some(grown) = peak.as_ref().and_then(PeakMemory::grown) {
+        assert!(grown < 256 << 20, "the fetch took the process up by {} MiB", grown >> 20);
+    }
+}
+
+#[tokio::test]
+async fn a_failing_repository_backs_off_and_ends_in_setup_failed_with_its_reason() {
+    let fx = fixture().await;
+    fx.published("acme-corp/terraform-aws-down").await;
+    let tries = || asked(&fx.gh, "terraform-aws-down", "tags");
+    // dev-server makes the first attempt at once; the test's clock starts after it.
+    fx.until(DOWN, "the first failure", |a| a["vcs-repo"]["error"].is_string()).await;
+    let state = fx.app.second_state().await;
+    let run = |at: i64| {
+        let state = &state;
+        async move { run_pending_at(state, at, RunBounds::default()).await.expect("a run") }
+    };
+    let start = unix_now();
+    run(start + 20).await;
+    assert_eq!(tries(), 1, "not retried within 30 s");
+
+    // Then at 30 s, and after each further failure twice as long a wait.
+    let mut at = start + 31;
+    for (attempt, wait) in (2..=8).zip([60, 120, 240, 480, 960, 1920, 0]) {
+        run(at).await;
+        assert_eq!(tries(), attempt, "attempt {attempt}");
+        let module = fx.app.get(DOWN, &fx.owners).await.body["data"]["attributes"].clone();
+        let reason = module["vcs-repo"]["error"].as_str().unwrap_or_default().to_owned();
+        if attempt < 8 {
+            assert_eq!(module["status"], "pending", "attempt {attempt}");
+            assert!(reason.contains(&format!("attempt {attempt} of 8")), "{reason}");
+            run(at + wait - 1).await;
+            assert_eq!(tries(), attempt, "no attempt within {wait} s of attempt {attempt}");
+            at += wait;
+        } else {
+            assert_eq!(module["status"], "setup_failed");
+            assert!(reason.contains("tags") && reason.contains("gave up after 8 attempts"), "{reason}");
+        }
+    }
+    run(at + 86_400).await;
+    assert_eq!(tries(), 8, "nothing is retried after the last attempt");
+}
+
+#[tokio::test]
+async fn an_archive_that_keeps_failing_to_download_fails_its_version_after_the_last_attempt() {
+    let fx = fixture().await;
+    fx.published("acme-corp/terraform-aws-archivedown").await;
+    let path = "/api/v2/organizations/acme/registry-modules/private/acme/archivedown/aws";
+    let failing = fx.until(path, "the first failed download", |a| a["vcs-repo"]["error"].is_string()).await;
+    assert_eq!(statuses(&failing), pairs(&[("1.0.0", "pending")]));
+    let reason = failing["vcs-repo"]["error"].as_str().unwrap();
+    assert!(reason.contains("v1.0.0") && reason.contains("attempt 1 of 8"), "{reason}");
+
+    let state = fx.app.second_state().await;
+    let mut at = unix_now();
+    for _ in 2..=8 {
+        at += 3601;
+        run_pending_at(&state, at, RunBounds::default()).await.expect("a run");
+    }
+    assert_eq!(asked(&fx.gh, "terraform-aws-archivedown", "tarball"), 8);
+    let failed = fx.app.get(path, &fx.owners).await.body["data"]["attributes"].clone();
+    assert_eq!(statuses(&failed), pairs(&[("1.0.0", "reg_ingress_failed")]));
+    let reason = failed["vcs-repo"]["error"].as_str().unwrap_or_default();
+    assert!(reason.contains("gave up after 8 attempts"), "{reason}");
+    assert_eq!(failed["version-statuses"][0]["error"].as_str(), Some(reason), "the version says why too");
 }

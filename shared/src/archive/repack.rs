@@ -2,51 +2,109 @@
 //! one top-level directory; modules are stored with their files at the archive root. This
 //! rewrites such an archive as a stream, dropping that first path component, before the
 //! ordinary inspection runs on the result.
+//!
+//! The provider's stream is read through the same counting readers as an upload, under the same
+//! limits: the compressed and uncompressed sizes, the entry count, the length of paths and link
+//! targets, and the header window. The window matters most here: `tar` reads a GNU long name or
+//! long link, or a pax extension, into memory whole, as long as its header claims, so a header
+//! claiming a GiB would have it buffer a GiB. The window stops the stream once one entry's
+//! headers pass `HEADER_CAP`, before `tar` has buffered more than that.
 
 use std::io::{Read, Write};
+use std::path::PathBuf;
 
-use flate2::read::GzDecoder;
+use flate2::bufread::MultiGzDecoder;
 use flate2::write::GzEncoder;
 use flate2::Compression;
-use tar::{Archive, Builder, EntryType};
+use tar::{Archive, Builder, Entry, EntryType};
 
-use super::{ArchiveError, ArchiveLimits};
+use super::error::LinkKind;
+use super::walk::Failure;
+use super::{explain, ArchiveError, ArchiveLimits, Inflated, Tally, Upload, HEADER_CAP};
 
-/// Copies `source` to `dest` without its top-level directory, stopping past the uncompressed
-/// limit. Entries outside a top-level directory, and links, are carried over unchanged in
-/// kind; the inspection that follows judges them.
+/// Copies `source` to `dest` without its top-level directory, refusing the archive at the first
+/// limit it crosses. Entries outside a top-level directory, and links, are carried over
+/// unchanged in kind; the inspection that follows judges them.
 pub fn strip_top_directory(source: impl Read, dest: impl Write, limits: ArchiveLimits) -> Result<(), ArchiveError> {
-    let corrupt = |e: std::io::Error| ArchiveError::Corrupt(e.to_string());
-    let mut archive = Archive::new(GzDecoder::new(source));
+    let tally = Tally::new(limits.max_uncompressed_bytes);
+    let upload = Upload::unhashed(source, limits.max_compressed_bytes);
+    let mut archive = Archive::new(Inflated::new(MultiGzDecoder::new(upload), &tally));
     let mut builder = Builder::new(GzEncoder::new(dest, Compression::fast()));
-    let mut copied: u64 = 0;
-    for entry in archive.entries().map_err(corrupt)? {
-        let mut entry = entry.map_err(corrupt)?;
-        if matches!(entry.header().entry_type(), EntryType::XGlobalHeader | EntryType::XHeader) {
-            continue;
-        }
-        let path = entry.path().map_err(corrupt)?.into_owned();
-        let inner: std::path::PathBuf = path.components().skip(1).collect();
-        if inner.as_os_str().is_empty() {
-            continue;
-        }
-        copied += entry.header().size().unwrap_or(0);
-        if copied > limits.max_uncompressed_bytes {
-            return Err(ArchiveError::UncompressedTooLarge { limit: limits.max_uncompressed_bytes });
-        }
-        let mut header = entry.header().clone();
-        match entry.link_name().map_err(corrupt)? {
-            Some(target) => {
-                // A hard link names its target from the archive root, so it loses the top
-                // directory too; a symlink's target is relative to the link and stays.
-                let target: std::path::PathBuf = match header.entry_type() {
-                    EntryType::Link => target.components().skip(1).collect(),
-                    _ => target.into_owned(),
-                };
-                builder.append_link(&mut header, &inner, target).map_err(corrupt)?;
-            }
-            None => builder.append_data(&mut header, &inner, &mut entry).map_err(corrupt)?,
-        }
+
+    let copied = copy_entries(&mut archive, &mut builder, &tally, limits);
+    let mut upload = archive.into_inner().into_inner().into_inner();
+    match copied {
+        Ok(()) => {}
+        Err(Failure::Refused(e)) => return Err(e),
+        Err(Failure::Stream(e)) => return Err(explain(e, &mut upload, &tally, limits)),
     }
+    let corrupt = |e: std::io::Error| ArchiveError::Corrupt(e.to_string());
     builder.into_inner().and_then(|gz| gz.finish()).map_err(corrupt)?.flush().map_err(corrupt)
+}
+
+fn copy_entries<R: Read, W: Write>(
+    archive: &mut Archive<R>,
+    builder: &mut Builder<W>,
+    tally: &Tally,
+    limits: ArchiveLimits,
+) -> Result<(), Failure> {
+    let mut entries = archive.entries()?;
+    let mut count = 0;
+    loop {
+        // Whatever `tar` reads to find the next entry (its headers, long names, pax records)
+        // is held in memory, so it is read under the header cap.
+        tally.open_window(HEADER_CAP);
+        let next = entries.next();
+        tally.close_window();
+        let Some(entry) = next else { return Ok(()) };
+        let mut entry = entry?;
+        if entry.header().entry_type() == EntryType::XGlobalHeader {
+            continue;
+        }
+        count += 1;
+        if count > limits.max_entries {
+            return Err(ArchiveError::TooManyEntries { limit: limits.max_entries }.into());
+        }
+        if tally.would_exceed(entry.size()) {
+            return Err(ArchiveError::UncompressedTooLarge { limit: limits.max_uncompressed_bytes }.into());
+        }
+        copy_entry(&mut entry, builder, limits)?;
+    }
+}
+
+fn copy_entry<R: Read, W: Write>(
+    entry: &mut Entry<'_, R>,
+    builder: &mut Builder<W>,
+    limits: ArchiveLimits,
+) -> Result<(), Failure> {
+    let raw = entry.path_bytes();
+    if raw.len() > limits.max_path_len {
+        let path = super::error::shown(&raw);
+        return Err(ArchiveError::PathTooLong { path, limit: limits.max_path_len }.into());
+    }
+    let path = entry.path()?.into_owned();
+    let inner: PathBuf = path.components().skip(1).collect();
+    if inner.as_os_str().is_empty() {
+        return Ok(());
+    }
+    let mut header = entry.header().clone();
+    match entry.link_name_bytes() {
+        Some(target) => {
+            if target.len() > limits.max_path_len {
+                let link = if header.entry_type() == EntryType::Link { LinkKind::HardLink } else { LinkKind::Symlink };
+                let path = inner.to_string_lossy().into_owned();
+                return Err(ArchiveError::LinkTargetTooLong { link, path, limit: limits.max_path_len }.into());
+            }
+            let target = entry.link_name()?.unwrap_or_default().into_owned();
+            // A hard link names its target from the archive root, so it loses the top
+            // directory too; a symlink's target is relative to the link and stays.
+            let target: PathBuf = match header.entry_type() {
+                EntryType::Link => target.components().skip(1).collect(),
+                _ => target,
+            };
+            builder.append_link(&mut header, &inner, target)?;
+        }
+        None => builder.append_data(&mut header, &inner, entry)?,
+    }
+    Ok(())
 }

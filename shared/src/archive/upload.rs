@@ -42,7 +42,16 @@ pub(super) struct Upload<R> {
 
 impl<R: Read> Upload<R> {
     pub(super) fn new(inner: R, limit: u64) -> Self {
-        let hasher = Hasher::start();
+        Self::with_hasher(inner, limit, Hasher::start())
+    }
+
+    /// The same without the hash, for a stream nobody asks the SHA-256 of (a provider's
+    /// archive, which is rewritten and then inspected as an upload).
+    pub(super) fn unhashed(inner: R, limit: u64) -> Self {
+        Self::with_hasher(inner, limit, Hasher::Off)
+    }
+
+    fn with_hasher(inner: R, limit: u64, hasher: Hasher) -> Self {
         Self { inner, hasher, chunk: None, filled: 0, pos: 0, eof: false, bytes: 0, limit, head: [0; 2], stop: None }
     }
 
@@ -141,6 +150,7 @@ impl<R: Read> Read for Upload<R> {
 enum Hasher {
     Beside { chunks: SyncSender<(Arc<Vec<u8>>, usize)>, digest: JoinHandle<Sha256> },
     Inline(Sha256),
+    Off,
 }
 
 impl Hasher {
@@ -164,6 +174,7 @@ impl Hasher {
             // A send fails only if the hashing thread panicked; `finish` passes that panic on.
             Self::Beside { chunks, .. } => drop(chunks.send((Arc::clone(chunk), len))),
             Self::Inline(sha256) => sha256.update(&chunk[..len]),
+            Self::Off => {}
         }
     }
 
@@ -174,6 +185,7 @@ impl Hasher {
                 digest.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))
             }
             Self::Inline(sha256) => sha256,
+            Self::Off => unreachable!("only `inspect_sync` asks for the hash, of an upload it made with one"),
         };
         hex::encode(sha256.finalize())
     }

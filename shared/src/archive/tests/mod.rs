@@ -3,6 +3,7 @@
 
 mod accepted;
 mod entries;
+mod repack;
 mod streams;
 
 use std::io::{self, Read, Write};

@@ -10,5 +10,5 @@ mod sync;
 mod webhook;
 
 pub use publish::{organization_of_token, publish, switch, PublishRequest, Switch};
-pub use sync::{create_branch_version, run_pending};
-pub use webhook::delivery;
+pub use sync::{create_branch_version, run_pending, run_pending_at, RunBounds, MAX_ATTEMPTS};
+pub use webhook::{delivery, MAX_DELIVERY_BYTES};

@@ -1,6 +1,24 @@
 //! The work queue the scheduled job runs: a *sync* reads a tag-based module's tags and adds a
 //! version for each semantic-version tag it lacks; a *fetch* downloads one version's archive at
 //! a tag or commit and hands it to ingest. A branch-based module's versions are queued here too.
+//!
+//! Every organization shares the job, so none may hold it up for the others:
+//! - Work waits in its organization's queue, ordered by when it is due, and an organization with
+//!   work has a *turn* in a schedule of turns. A run takes the organizations whose turn is due
+//!   and serves them round-robin, one piece each in turn, an equal share of the run at most; a
+//!   served organization's turn moves behind those still waiting.
+//! - Work that fails is retried after a backoff (30 s, doubling up to an hour), `MAX_ATTEMPTS`
+//!   times in all. Its reason shows in the module's `vcs-repo.error` from the first failure; after
+//!   the last, the module is `setup_failed` (a sync) or the version failed (a fetch).
+//! - A run does at most `RunBounds::max_items` pieces, starts none after its deadline, and gives
+//!   each at most `ITEM_TIME`. A piece is claimed with a conditional write first, so overlapping
+//!   runs never do it twice.
+//!
+//! Publishing records a sync as one write, without the organization's turn; such syncs wait in an
+//! inbox, which each run first moves to their organizations' queues.
+
+use std::collections::{HashSet, VecDeque};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,10 +30,41 @@ use crate::registry::ingest;
 use crate::registry::modules::{load, modify, Module};
 use crate::registry::versions::{self, AcceptedVersion, CreatedVersion, ModuleVersion};
 use crate::state::AppState;
-use crate::store::{Condition, Index, Item, ItemStore, Key, Query, Write};
+use crate::store::{keys, schedule, Condition, Index, Item, ItemStore, Key, Query, UpdateOp, Write};
 use crate::vcs::{self, RepoId, ServiceProvider, VcsError};
 
-const WORK_PARTITION: &str = "VCSWORK";
+/// Attempts at one piece of work before it is given up, its module or version failed.
+pub const MAX_ATTEMPTS: u32 = 8;
+/// The wait after a first failure (seconds); it doubles after each further one.
+const FIRST_BACKOFF: i64 = 30;
+/// The longest wait between attempts (seconds).
+const MAX_BACKOFF: i64 = 3600;
+/// How long one piece of work may take before it counts as failed.
+const ITEM_TIME: Duration = Duration::from_secs(120);
+/// How long a claim holds (seconds): past it, a run that died mid-piece has its work taken up
+/// again. Longer than `ITEM_TIME`, so a piece still running is never taken twice.
+const LEASE: i64 = 600;
+/// New syncs a run moves from the inbox to their organizations' queues.
+const ADMITTED_PER_RUN: usize = 500;
+/// How long a turn whose queue looks empty stays before it is removed (seconds): the queue is
+/// read through an index, which may not show work recorded a moment ago.
+const IDLE_TURN: i64 = 300;
+
+/// What one run may do: the scheduled job's share of a Lambda invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunBounds {
+    /// Pieces of work started, across all organizations.
+    pub max_items: usize,
+    /// No piece is started once this much time has passed; what is left waits for the next run.
+    pub deadline: Duration,
+}
+
+impl Default for RunBounds {
+    /// 100 pieces and 60 s: a run (one a minute) ends within 3 minutes with its last piece.
+    fn default() -> Self {
+        Self { max_items: 100, deadline: Duration::from_secs(60) }
+    }
+}
 
 /// Work waiting for the scheduled job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -27,21 +76,110 @@ enum Work {
     Fetch { module: Key, org_id: String, object: String, git_ref: String },
 }
 
-/// The queue orders work by when it was recorded.
-fn work_item(id: &str, work: &Work) -> Result<Item> {
-    let item = Item::from_value(Key::new(format!("{WORK_PARTITION}#{id}"), "WORK"), work)?;
-    Ok(item.with_index(Index::Gsi1, WORK_PARTITION, format!("{}#{id}", timestamp(chrono::Utc::now()))))
+impl Work {
+    fn module(&self) -> &Key {
+        match self {
+            Work::Sync { module, .. } | Work::Fetch { module, .. } => module,
+        }
+    }
+
+    fn org_id(&self) -> &str {
+        match self {
+            Work::Sync { org_id, .. } | Work::Fetch { org_id, .. } => org_id,
+        }
+    }
+
+    /// What the work does, as a reason for its failure begins.
+    fn what(&self) -> String {
+        match self {
+            Work::Sync { .. } => "reading the repository's tags".to_owned(),
+            Work::Fetch { git_ref, .. } => format!("fetching the repository archive at {git_ref}"),
+        }
+    }
 }
 
-/// The write that queues a read of the module's tags (on publishing, or switching to tags).
+/// A piece of work as stored, with its place in its organization's queue and its attempts.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Task {
+    /// What makes its queue position unique (absent from work recorded before queues existed).
+    #[serde(default)]
+    id: String,
+    #[serde(flatten)]
+    work: Work,
+    /// Runs that claimed it so far.
+    #[serde(default)]
+    attempts: u32,
+    /// When it is next due (unix seconds), as its queue position says.
+    #[serde(default)]
+    not_before: i64,
+    /// The reason its last failure left on the module, taken off again once it succeeds.
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+impl Task {
+    fn new(id: &str, work: Work) -> Self {
+        Self { id: id.to_owned(), work, attempts: 0, not_before: unix_now(), reason: None }
+    }
+
+    /// The stored item under `key`, in its organization's queue.
+    fn queued(&self, key: Key) -> Result<Item> {
+        let queue = keys::vcs_work_queue(self.work.org_id());
+        let item = Item::from_value(key, self)?;
+        Ok(item.with_index(Index::Gsi1, queue, schedule::sort_key(self.not_before, &self.id)))
+    }
+}
+
+/// An organization's turn: due when its earliest work is.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Turn {
+    org_id: String,
+    not_before: i64,
+    /// New on every write that records work, so that a run moves or ends the turn only if no
+    /// work was recorded since it read it.
+    stamp: String,
+    /// Set when a run found the queue empty; a turn still idle at the next look is removed.
+    #[serde(default)]
+    idle: bool,
+}
+
+/// The write that gives `org_id` a turn due `at`, recorded with its new work.
+fn turn_at(org_id: &str, at: i64) -> Result<Write> {
+    let turn = Turn { org_id: org_id.to_owned(), not_before: at, stamp: crate::ids::random_token(16), idle: false };
+    let item = Item::from_value(keys::vcs_work_turn(org_id), &turn)?;
+    let item = item.with_index(Index::Gsi1, keys::VCS_WORK_TURNS, schedule::sort_key(turn.not_before, org_id));
+    Ok(Write::Put { item, condition: Condition::Always })
+}
+
+fn unix_now() -> i64 {
+    chrono::Utc::now().timestamp()
+}
+
+/// The write that queues a read of the module's tags (on publishing, or switching to tags). It
+/// lands in the inbox: one write cannot also give the organization its turn.
 pub(super) fn sync_work(module: &Module) -> Result<Write> {
-    let sync = Work::Sync { module: module.key(), org_id: module.org_id.clone() };
-    Ok(Write::Put { item: work_item(&crate::ids::random_token(20), &sync)?, condition: Condition::NotExists })
+    let id = crate::ids::random_token(20);
+    let task = Task::new(&id, Work::Sync { module: module.key(), org_id: module.org_id.clone() });
+    let item = Item::from_value(keys::vcs_work(&id), &task)?;
+    let item = item.with_index(Index::Gsi1, keys::VCS_WORK_INBOX, schedule::sort_key(task.not_before, &id));
+    Ok(Write::Put { item, condition: Condition::NotExists })
 }
 
 /// Adds `version` to the module, `pending` until the job has fetched its archive at `git_ref`:
 /// the new version and the writes to commit with the module's, unless it has the version.
 pub(super) fn add_fetched_version(
+    module: &mut Module,
+    version: &semver::Version,
+    git_ref: &str,
+    commit_sha: Option<String>,
+) -> Result<Option<(ModuleVersion, Vec<Write>)>> {
+    let Some((stored, mut writes)) = add_fetched(module, version, git_ref, commit_sha)? else { return Ok(None) };
+    writes.push(turn_at(&module.org_id, unix_now())?);
+    Ok(Some((stored, writes)))
+}
+
+/// The same without the organization's turn, for a caller adding several versions at once.
+fn add_fetched(
     module: &mut Module,
     version: &semver::Version,
     git_ref: &str,
@@ -64,7 +202,8 @@ pub(super) fn add_fetched_version(
         object: object.to_string(),
         git_ref: git_ref.to_owned(),
     };
-    writes.push(Write::Put { item: work_item(stored.id.as_str(), &fetch)?, condition: Condition::NotExists });
+    let task = Task::new(stored.id.as_str(), fetch);
+    writes.push(Write::Put { item: task.queued(keys::vcs_work(&task.id))?, condition: Condition::NotExists });
     Ok(Some((stored, writes)))
 }
 
@@ -90,24 +229,269 @@ async fn repository_of(state: &AppState, module: &Module) -> Result<(Box<dyn vcs
     })?;
     let kind = ServiceProvider::parse(&connection.service_provider).unwrap_or(ServiceProvider::GitHub);
     let id = RepoId::parse(&kind, &repo.identifier).map_err(RegistryError::Conflict)?;
-    Ok((vcs::provider(connection_of(connection), state.http.clone()), id))
+    Ok((vcs::provider(connection_of(connection), state.vcs.clone()), id))
 }
 
-/// Runs up to `limit` pieces of waiting work; returns how many finished.
-pub async fn run_pending(state: &AppState, limit: usize) -> Result<usize> {
-    let page = state.store.query(Query::index(Index::Gsi1, WORK_PARTITION, "").limit(limit)).await?;
-    let mut done = 0;
-    for item in page.items {
-        let work: Work = item.parse()?;
-        match run(state, &work).await {
-            Ok(()) => {
-                state.store.delete(&item.key, Condition::Always).await?;
-                done += 1;
+/// Runs the VCS work that is due, within `bounds`; returns how many pieces finished.
+pub async fn run_pending(state: &AppState, bounds: RunBounds) -> Result<usize> {
+    run_pending_at(state, unix_now(), bounds).await
+}
+
+/// The same run as if the time were `now` (unix seconds): what is due by then is done, and what
+/// fails is retried after `now` plus its backoff, so a test moves this clock instead of waiting.
+pub async fn run_pending_at(state: &AppState, now: i64, bounds: RunBounds) -> Result<usize> {
+    let deadline = tokio::time::Instant::now() + bounds.deadline;
+    let store = state.store.as_ref();
+    admit(store, now).await?;
+    let turns = schedule::due(store, keys::VCS_WORK_TURNS, now, bounds.max_items).await?;
+    if turns.is_empty() {
+        return Ok(0);
+    }
+    let share = bounds.max_items.div_ceil(turns.len());
+    let mut queues = Vec::with_capacity(turns.len());
+    for turn in &turns {
+        let turn: Turn = turn.parse()?;
+        let due = schedule::due(store, &keys::vcs_work_queue(&turn.org_id), now, share).await?;
+        queues.push(Queue { turn, due: VecDeque::from(due), served: false, retry_at: None });
+    }
+    let (mut started, mut finished) = (0, 0);
+    'rounds: for _ in 0..share {
+        for queue in &mut queues {
+            if started == bounds.max_items || tokio::time::Instant::now() >= deadline {
+                break 'rounds;
             }
-            Err(e) => tracing::warn!(error = %e, "VCS work failed; retried next run"),
+            let Some(item) = queue.due.pop_front() else { continue };
+            (started, queue.served) = (started + 1, true);
+            match attempt(state, item, now).await {
+                Ok(Attempt::Finished) => finished += 1,
+                Ok(Attempt::Retried(at)) => queue.retry_at = Some(queue.retry_at.map_or(at, |soonest| soonest.min(at))),
+                Ok(Attempt::GaveUp | Attempt::NotClaimed) => {}
+                Err(e) => tracing::warn!(org = %queue.turn.org_id, error = %e, "VCS work not run; retried next run"),
+            }
         }
     }
-    Ok(done)
+    for queue in &queues {
+        if let Err(e) = pass_turn(store, queue, now).await {
+            tracing::warn!(org = %queue.turn.org_id, error = %e, "VCS turn not moved; it comes round again");
+        }
+    }
+    Ok(finished)
+}
+
+/// One organization's part of a run.
+struct Queue {
+    turn: Turn,
+    due: VecDeque<Item>,
+    /// Whether the run took any of its work.
+    served: bool,
+    /// The soonest retry this run scheduled: the index the queue is read through may not show it yet.
+    retry_at: Option<i64>,
+}
+
+enum Attempt {
+    Finished,
+    /// Failed, and due again at this time.
+    Retried(i64),
+    /// Failed for the last time.
+    GaveUp,
+    /// Another run holds it, or it is gone.
+    NotClaimed,
+}
+
+/// Moves the inbox's syncs to their organizations' queues, due when they were recorded, and
+/// gives each of those organizations a turn due `now`.
+async fn admit(store: &dyn ItemStore, now: i64) -> Result<()> {
+    let inbox = store.query(Query::index(Index::Gsi1, keys::VCS_WORK_INBOX, "").limit(ADMITTED_PER_RUN)).await?;
+    let mut turned = HashSet::new();
+    for item in inbox.items {
+        let Some(mut task) = readable(store, &item).await? else { continue };
+        if task.id.is_empty() {
+            task.id = crate::ids::random_token(20);
+        }
+        let still_in_inbox = Condition::equals(Index::Gsi1.key_attrs().0, keys::VCS_WORK_INBOX);
+        let mut writes = vec![Write::Put { item: task.queued(item.key.clone())?, condition: still_in_inbox }];
+        if turned.insert(task.work.org_id().to_owned()) {
+            writes.push(turn_at(task.work.org_id(), now)?);
+        }
+        match store.transact(writes).await {
+            // Another run moved it first.
+            Err(e) if e.failed_write() == Some(0) => {}
+            other => other?,
+        }
+    }
+    Ok(())
+}
+
+/// Claims a due piece of work, runs it, and then deletes it, or schedules its retry, or gives
+/// it up after its last attempt.
+async fn attempt(state: &AppState, item: Item, now: i64) -> Result<Attempt> {
+    let store = state.store.as_ref();
+    let Some(mut task) = readable(store, &item).await? else { return Ok(Attempt::NotClaimed) };
+    let unclaimed = Condition::Exists.and(Condition::Below("attempts".into(), i64::from(task.attempts) + 1));
+    task.attempts += 1;
+    let lease = now + LEASE;
+    let claim = vec![
+        UpdateOp::set("attempts", task.attempts),
+        UpdateOp::set("not_before", lease),
+        schedule::reschedule(lease, &task.id),
+    ];
+    match store.update(&item.key, claim, unclaimed).await {
+        Err(e) if e.is_condition_failed() => return Ok(Attempt::NotClaimed),
+        other => drop(other?),
+    }
+    let failure = match tokio::time::timeout(ITEM_TIME, run(state, &task.work)).await {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => {
+            tracing::warn!(org = %task.work.org_id(), attempt = task.attempts, error = %e, "VCS work failed");
+            Some(reason_of(&e))
+        }
+        Err(_) => Some(format!("it did not finish within {} seconds", ITEM_TIME.as_secs())),
+    };
+    let Some(reason) = failure else {
+        store.delete(&item.key, Condition::Always).await?;
+        if let Some(left) = &task.reason {
+            // The work is done; a reason left showing is only stale.
+            if let Err(e) = take_reason_back(store, task.work.module(), left).await {
+                tracing::warn!(org = %task.work.org_id(), error = %e, "a VCS failure's reason left on its module");
+            }
+        }
+        return Ok(Attempt::Finished);
+    };
+    if task.attempts >= MAX_ATTEMPTS {
+        give_up(state, &task, &reason).await?;
+        store.delete(&item.key, Condition::Always).await?;
+        return Ok(Attempt::GaveUp);
+    }
+    let at = now + backoff(task.attempts);
+    let when = chrono::DateTime::from_timestamp(at, 0).map(timestamp).unwrap_or_default();
+    let shown =
+        format!("{}: {reason} (attempt {} of {MAX_ATTEMPTS}; retried from {when})", task.work.what(), task.attempts);
+    show_reason(store, task.work.module(), Some(&shown), None).await?;
+    let retry =
+        vec![UpdateOp::set("not_before", at), UpdateOp::set("reason", shown), schedule::reschedule(at, &task.id)];
+    let ours = Condition::Exists.and(Condition::Below("attempts".into(), i64::from(task.attempts) + 1));
+    match store.update(&item.key, retry, ours).await {
+        Err(e) if e.is_condition_failed() => {}
+        other => drop(other?),
+    }
+    Ok(Attempt::Retried(at))
+}
+
+/// The work an item holds; an item that holds none this version reads is dropped (and logged)
+/// rather than kept at the head of its queue for good.
+async fn readable(store: &dyn ItemStore, item: &Item) -> Result<Option<Task>> {
+    match item.parse() {
+        Ok(task) => Ok(Some(task)),
+        Err(e) => {
+            tracing::error!(error = %e, key = ?item.key, "unreadable VCS work dropped");
+            store.delete(&item.key, Condition::Always).await?;
+            Ok(None)
+        }
+    }
+}
+
+/// The wait after the `attempt`th failure: 30 s, 60 s, 2 min, … up to an hour.
+fn backoff(attempt: u32) -> i64 {
+    (FIRST_BACKOFF << attempt.saturating_sub(1).min(16)).min(MAX_BACKOFF)
+}
+
+/// Why work failed, as the module's owners may read it: the provider's answer, or a conflict
+/// Hangar found; anything else is Hangar's own failure, whose cause stays in the log.
+fn reason_of(e: &RegistryError) -> String {
+    match e {
+        RegistryError::Vcs(e) => e.to_string(),
+        RegistryError::Conflict(detail) => detail.clone(),
+        _ => "Hangar failed to do it (the cause is in its log)".to_owned(),
+    }
+}
+
+/// After the last attempt: a sync leaves its module `setup_failed`, a fetch fails its version;
+/// either way the reason stays in the module's `vcs-repo.error`.
+async fn give_up(state: &AppState, task: &Task, reason: &str) -> Result<()> {
+    let store = state.store.as_ref();
+    let shown = format!("{}: {reason} (gave up after {MAX_ATTEMPTS} attempts)", task.work.what());
+    match &task.work {
+        Work::Sync { module, .. } => show_reason(store, module, Some(&shown), Some("setup_failed")).await,
+        Work::Fetch { module, object, .. } => {
+            if let Some(object) = ObjectId::parse(object) {
+                ingest::fail(state, &object, &shown).await?;
+            }
+            show_reason(store, module, Some(&shown), None).await
+        }
+    }
+}
+
+/// Takes the reason a failure left on the module off again, unless something has replaced it.
+async fn take_reason_back(store: &dyn ItemStore, module_key: &Key, left: &str) -> Result<()> {
+    let changed = modify(store, module_key, |module| {
+        if let Some(repo) = module.vcs_repo.as_mut().filter(|r| r.setup_error.as_deref() == Some(left)) {
+            repo.setup_error = None;
+        }
+        Ok((Vec::new(), ()))
+    });
+    match changed.await {
+        Err(RegistryError::NotFound) | Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Sets the module's `vcs-repo.error` and, if given, its status. A module deleted meanwhile has
+/// nothing to show.
+async fn show_reason(
+    store: &dyn ItemStore,
+    module_key: &Key,
+    reason: Option<&str>,
+    status: Option<&str>,
+) -> Result<()> {
+    let changed = modify(store, module_key, |module| {
+        if let Some(status) = status {
+            module.status = status.to_owned();
+        }
+        if let Some(repo) = module.vcs_repo.as_mut() {
+            repo.setup_error = reason.map(str::to_owned);
+        }
+        Ok((Vec::new(), ()))
+    });
+    match changed.await {
+        Err(RegistryError::NotFound) | Ok(_) => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Moves an organization's turn to when its next work is due; one that was served goes behind
+/// those still waiting. A turn whose queue is empty is marked idle, and removed if it still is
+/// at the next look. Every change is conditional on the turn's stamp: work recorded since the
+/// run read the turn gave it a turn due at once, which stands.
+async fn pass_turn(store: &dyn ItemStore, queue: &Queue, now: i64) -> Result<()> {
+    let Queue { turn, served, retry_at, .. } = queue;
+    let first = store.query(Query::index(Index::Gsi1, keys::vcs_work_queue(&turn.org_id), "").limit(1)).await?;
+    let queued = match first.items.first() {
+        Some(item) => Some(item.parse::<Task>()?.not_before),
+        None => None,
+    };
+    let next = match (queued, *retry_at) {
+        (Some(queued), Some(retry)) => Some(queued.min(retry)),
+        (queued, retry) => queued.or(retry),
+    };
+    let key = keys::vcs_work_turn(&turn.org_id);
+    let unchanged = Condition::equals("stamp", turn.stamp.clone());
+    let (at, idle) = match next {
+        None if turn.idle => {
+            return match store.delete(&key, unchanged).await {
+                Err(e) if e.is_condition_failed() => Ok(()),
+                other => other.map(drop).map_err(Into::into),
+            };
+        }
+        None => (now + IDLE_TURN, true),
+        Some(at) if *served => (at.max(now + 1), false),
+        Some(at) => (at, false),
+    };
+    let moved =
+        vec![UpdateOp::set("not_before", at), UpdateOp::set("idle", idle), schedule::reschedule(at, &turn.org_id)];
+    match store.update(&key, moved, unchanged).await {
+        Err(e) if e.is_condition_failed() => Ok(()),
+        other => other.map(drop).map_err(Into::into),
+    }
 }
 
 async fn run(state: &AppState, work: &Work) -> Result<()> {
@@ -128,36 +512,30 @@ async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
     let tags = match provider.tags(&repo).await {
         Ok(tags) => tags,
         Err(e @ VcsError::Upstream(_)) => return Err(e.into()),
-        Err(unreadable) => return set_status(store, module_key, "setup_failed", Some(unreadable.to_string())).await,
+        Err(unreadable) => {
+            let reason = unreadable.to_string();
+            return show_reason(store, module_key, Some(&reason), Some("setup_failed")).await;
+        }
     };
     let versions: Vec<(semver::Version, String)> =
         tags.iter().filter_map(|t| Some((tag_version(&t.name)?, t.name.clone()))).collect();
     if versions.is_empty() {
-        return set_status(store, module_key, "no_version_tags", None).await;
+        return show_reason(store, module_key, None, Some("no_version_tags")).await;
     }
     modify(store, module_key, |module| {
         let mut writes = Vec::new();
         for (version, tag) in &versions {
             let commit = tags.iter().find(|t| &t.name == tag).map(|t| t.commit_sha.clone());
-            writes.extend(add_fetched_version(module, version, tag, commit)?.into_iter().flat_map(|(_, w)| w));
+            writes.extend(add_fetched(module, version, tag, commit)?.into_iter().flat_map(|(_, w)| w));
+        }
+        if !writes.is_empty() {
+            writes.push(turn_at(&module.org_id, unix_now())?);
         }
         Ok((writes, ()))
     })
     .await?;
     state.work.notify_one();
     Ok(())
-}
-
-async fn set_status(store: &dyn ItemStore, module_key: &Key, status: &str, reason: Option<String>) -> Result<()> {
-    modify(store, module_key, |module| {
-        module.status = status.to_owned();
-        if let Some(repo) = module.vcs_repo.as_mut() {
-            repo.setup_error = reason.clone();
-        }
-        Ok((Vec::new(), ()))
-    })
-    .await
-    .map(drop)
 }
 
 /// Downloads the archive at `git_ref`, strips its top-level directory, stores it as the
@@ -232,5 +610,30 @@ mod tests {
         assert_eq!(tag_version("1.2.0-rc1").unwrap().to_string(), "1.2.0-rc1");
         assert!(tag_version("release-1").is_none());
         assert!(tag_version("v1.2").is_none());
+    }
+
+    #[test]
+    fn retries_wait_thirty_seconds_doubling_up_to_an_hour() {
+        let waits: Vec<i64> = (1..MAX_ATTEMPTS).map(backoff).collect();
+        assert_eq!(waits, [30, 60, 120, 240, 480, 960, 1920]);
+        assert_eq!((backoff(8), backoff(40), backoff(u32::MAX)), (3600, 3600, 3600));
+    }
+
+    #[test]
+    fn work_recorded_before_queues_existed_is_still_read() {
+        let work = Work::Fetch {
+            module: Key::new("p", "s"),
+            org_id: "org-1".into(),
+            object: "o".into(),
+            git_ref: "v1.0.0".into(),
+        };
+        let task: Task = Item::from_value(Key::new("k", "k"), &work).unwrap().parse().unwrap();
+        assert_eq!((task.id.as_str(), task.attempts, task.not_before, task.reason), ("", 0, 0, None));
+        assert_eq!(task.work.org_id(), "org-1");
+
+        let queued = Task { id: "id".into(), attempts: 3, not_before: 42, reason: Some("why".into()), ..task };
+        let again: Task = queued.queued(Key::new("k", "k")).unwrap().parse().unwrap();
+        assert_eq!((again.id, again.attempts, again.not_before), ("id".into(), 3, 42));
+        assert!(matches!(again.work, Work::Fetch { git_ref, .. } if git_ref == "v1.0.0"));
     }
 }
