@@ -2,9 +2,13 @@
 //! parsed with hcl-rs, and the check every broker request passes: the caller's policies must
 //! grant the capability the request needs on its path.
 //!
-//! Matching follows Vault: among the rules that match a path, the most specific one decides
-//! (an exact path over a glob, then fewer `+` segments, then the longer pattern); a `*` ends a
-//! pattern as a prefix, a `+` stands for one path segment; `deny` wins over everything.
+//! Matching follows Vault: a `*` ends a pattern as a prefix, a `+` stands for one path segment.
+//! The rules of a token's policies are merged per pattern (the union of the capabilities, a `deny`
+//! leaving none), and among the patterns that match a path only the one of highest priority
+//! decides, ranked as Vault ranks them (see `Priority`): a `deny` holds where its pattern wins.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -107,11 +111,38 @@ fn matches(pattern: &str, path: &str) -> bool {
     })
 }
 
-/// How specific a matching pattern is: higher wins.
-fn specificity(pattern: &str) -> (bool, usize, usize) {
-    let exact = !pattern.ends_with('*') && !pattern.split('/').any(|p| p == "+");
-    let plus = pattern.split('/').filter(|p| *p == "+").count();
-    (exact, usize::MAX - plus, pattern.len())
+/// A matching pattern's rank: the greatest decides. In the order of Vault's
+/// `CheckAllowedFromNonExactPaths` (`vault/acl.go`) and its policy docs ("Priority matching"):
+/// an exact path beats every wildcard; then the pattern whose first `+` or `*` comes later; then
+/// one without a trailing `*`; then fewer `+` segments; then the longer; then the greater
+/// lexicographically.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Priority<'a> {
+    exact: bool,
+    first_wildcard: usize,
+    no_trailing_glob: bool,
+    plus_segments: Reverse<usize>,
+    length: usize,
+    stem: &'a str,
+}
+
+fn priority(pattern: &str) -> Priority<'_> {
+    let (stem, glob) = match pattern.strip_suffix('*') {
+        Some(stem) => (stem, true),
+        None => (pattern, false),
+    };
+    // Vault's test for a segment-wildcard path (`vault/policy.go`); its first wildcard is then
+    // the first `+` anywhere in it, while a plain glob's is its `*`.
+    let segment_wildcards = pattern == "+" || pattern.starts_with("+/") || pattern.contains("/+");
+    let first_wildcard = if segment_wildcards { pattern.find('+').unwrap_or(stem.len()) } else { stem.len() };
+    Priority {
+        exact: !glob && !segment_wildcards,
+        first_wildcard,
+        no_trailing_glob: !glob,
+        plus_segments: Reverse(stem.split('/').filter(|s| *s == "+").count()),
+        length: stem.len(),
+        stem,
+    }
 }
 
 /// Whether `token` may do `capability` on `path` (relative to `/v1/`).
@@ -119,19 +150,30 @@ pub async fn allowed(store: &dyn ItemStore, token: &ServiceToken, path: &str, ca
     if token.is_root() {
         return Ok(true);
     }
-    // As Vault does, the rules of all the token's policies are merged per pattern first (a
-    // `deny` anywhere on a pattern wins), then the most specific matching pattern decides.
-    let mut merged: std::collections::BTreeMap<String, Vec<String>> = std::collections::BTreeMap::new();
+    let mut rules = Vec::new();
     for name in &token.policies {
-        for rule in load(store, name).await?.map(|p| p.rules).unwrap_or_default() {
-            merged.entry(rule.path).or_default().extend(rule.capabilities);
-        }
+        rules.extend(load(store, name).await?.map(|p| p.rules).unwrap_or_default());
     }
-    let best =
-        merged.iter().filter(|(pattern, _)| matches(pattern, path)).max_by_key(|(pattern, _)| specificity(pattern));
-    Ok(best.is_some_and(|(_, capabilities)| {
+    Ok(permits(&merge(rules), path, capability))
+}
+
+/// The rules of all a token's policies merged per pattern, as Vault's `NewACL` merges them: the
+/// union of the capabilities, where a `deny` (checked in `permits`) leaves nothing else.
+fn merge(rules: impl IntoIterator<Item = Rule>) -> BTreeMap<String, Vec<String>> {
+    let mut merged: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for rule in rules {
+        merged.entry(rule.path).or_default().extend(rule.capabilities);
+    }
+    merged
+}
+
+/// Whether merged rules grant `capability` on `path`: the highest-priority matching pattern
+/// alone decides, and a `deny` on it refuses everything.
+fn permits(merged: &BTreeMap<String, Vec<String>>, path: &str, capability: &str) -> bool {
+    let best = merged.iter().filter(|(pattern, _)| matches(pattern, path)).max_by_key(|(pattern, _)| priority(pattern));
+    best.is_some_and(|(_, capabilities)| {
         !capabilities.iter().any(|c| c == "deny") && capabilities.iter().any(|c| c == capability)
-    }))
+    })
 }
 
 /// Fails with 403 unless `token` may do `capability` on `path`.
@@ -212,7 +254,103 @@ mod tests {
         assert!(matches("aws/creds/dep*", "aws/creds/deployer"));
         assert!(matches("+/creds/deploy", "team-aws/creds/deploy"));
         assert!(!matches("+/creds/deploy", "a/b/creds/deploy"));
-        assert!(specificity("aws/creds/deploy") > specificity("aws/creds/*"));
-        assert!(specificity("aws/creds/deploy*") > specificity("aws/creds/*"));
+        assert!(priority("aws/creds/deploy") > priority("aws/creds/*"));
+        assert!(priority("aws/creds/deploy*") > priority("aws/creds/*"));
+        assert!(priority("aws/creds/+") > priority("aws/*"), "the first wildcard comes later");
+    }
+
+    /// Whether a token holding `policies` (HCL each) may do `capability` on `path`.
+    fn grants(policies: &[&str], path: &str, capability: &str) -> bool {
+        let rules = policies.iter().flat_map(|text| parse("p", text).unwrap().rules);
+        permits(&merge(rules), path, capability)
+    }
+
+    /// (loser, winner, a path both match), from Vault's policy docs ("Priority matching"), the
+    /// priority comments in `vault/acl.go` and its `TestACL_SegmentWildcardPriority`.
+    const VAULT_PRIORITY_EXAMPLES: [(&str, &str, &str); 18] = [
+        // The first wildcard later wins (rule 1), whatever the rest.
+        ("foo/+", "foo/a*", "foo/abc"),
+        ("foo/+/bar/baz", "foo/bar/+/baz", "foo/bar/bar/baz"),
+        ("foo/+/+/baz", "foo/bar/+/baz", "foo/bar/x/baz"),
+        ("+/*", "foo/+/*", "foo/bar/bar/baz"),
+        ("foo/+/(ar/baz", "foo/(ar/+/baz", "foo/(ar/(ar/baz"),
+        // The first wildcard in the same place: the one ending in `*` loses (rule 2).
+        ("secret/*", "secret/+/foo", "secret/a/foo"),
+        ("foo/*", "foo/+", "foo/x"),
+        ("foo/+/ba*", "foo/+/bar", "foo/x/bar"),
+        ("foo/bar/+/baz*", "foo/bar/+/baz", "foo/bar/bar/baz"),
+        ("foo/+/+/*", "foo/+/bar/baz", "foo/bar/bar/baz"),
+        // Then more `+` segments lose (rule 3); the first is the docs' own example.
+        ("secret/+/+/foo/*", "secret/*", "secret/a/b/foo/c"),
+        ("secret/+/*", "secret/*", "secret/a/b"),
+        ("foo/+/+/baz", "foo/+/bar/baz", "foo/bar/bar/baz"),
+        ("+/*", "*", "foo/bar/bar/baz"),
+        // Then the shorter loses (rule 4), then the lexicographically smaller (rule 5).
+        ("foo/+/bar/b*", "foo/+/bar/ba*", "foo/x/bar/baz"),
+        ("+/+/x", "+/x/+", "x/x/x"),
+        // An exact path beats every wildcard.
+        ("aws/creds/+", "aws/creds/prod", "aws/creds/prod"),
+        ("aws/creds/pro*", "aws/creds/prod", "aws/creds/prod"),
+    ];
+
+    #[test]
+    fn the_highest_priority_pattern_decides_as_in_vault_s_documented_examples() {
+        for (loser, winner, path) in VAULT_PRIORITY_EXAMPLES {
+            assert!(matches(loser, path) && matches(winner, path), "both {loser} and {winner} match {path}");
+            // Both ways round, so neither the capability nor the order of the rules decides.
+            for (lost, won) in [("read", "update"), ("update", "read")] {
+                let policy = format!(
+                    "path \"{loser}\" {{ capabilities = [\"{lost}\"] }}\npath \"{winner}\" {{ capabilities = [\"{won}\"] }}"
+                );
+                assert!(grants(&[&policy], path, won), "{winner} should beat {loser} on {path}");
+                assert!(!grants(&[&policy], path, lost), "{loser} should lose to {winner} on {path}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_deny_on_aws_plus_prod_beats_a_read_on_aws_star() {
+        let broad = r#"path "aws/*" { capabilities = ["read"] }"#;
+        let deny = r#"path "aws/+/prod" { capabilities = ["deny"] }"#;
+        let both = format!("{broad}\n{deny}");
+        for policies in [vec![broad, deny], vec![deny, broad], vec![both.as_str()]] {
+            assert!(!grants(&policies, "aws/creds/prod", "read"), "{policies:?}");
+            assert!(grants(&policies, "aws/creds/dev", "read"), "{policies:?}");
+            assert!(grants(&policies, "aws/creds/prod/x", "read"), "+/prod is not a prefix: {policies:?}");
+        }
+    }
+
+    #[test]
+    fn a_deny_on_aws_creds_star_beats_a_read_on_aws_plus_prod() {
+        let policies =
+            [r#"path "aws/creds/*" { capabilities = ["deny"] }"#, r#"path "aws/+/prod" { capabilities = ["read"] }"#];
+        assert!(!grants(&policies, "aws/creds/prod", "read"));
+        assert!(grants(&policies, "aws/roles/prod", "read"));
+    }
+
+    #[test]
+    fn a_deny_decides_only_where_its_pattern_has_the_highest_priority() {
+        let policies =
+            [r#"path "aws/*" { capabilities = ["deny"] }"#, r#"path "aws/creds/+" { capabilities = ["read"] }"#];
+        assert!(grants(&policies, "aws/creds/prod", "read"), "aws/creds/+ has its first wildcard later");
+        assert!(!grants(&policies, "aws/roles/prod", "read"));
+        let exact = [
+            r#"path "aws/creds/prod" { capabilities = ["read"] }"#,
+            r#"path "aws/+/prod" { capabilities = ["deny"] }"#,
+        ];
+        assert!(grants(&exact, "aws/creds/prod", "read"), "an exact path beats a + pattern");
+    }
+
+    #[test]
+    fn one_pattern_in_several_policies_merges_its_capabilities_and_deny_wins() {
+        let read = r#"path "aws/+/prod" { capabilities = ["read"] }"#;
+        let update = r#"path "aws/+/prod" { capabilities = ["update"] }"#;
+        let deny = r#"path "aws/+/prod" { capabilities = ["deny"] }"#;
+        assert!(grants(&[read, update], "aws/creds/prod", "read"));
+        assert!(grants(&[read, update], "aws/creds/prod", "update"));
+        for policies in [[read, update, deny], [deny, read, update]] {
+            assert!(!grants(&policies, "aws/creds/prod", "read"));
+            assert!(!grants(&policies, "aws/creds/prod", "update"));
+        }
     }
 }
