@@ -5,10 +5,8 @@
 
 use super::access;
 use super::error::{AccountsError, Result};
-use super::teams::{NewToken, Team, TeamToken, OWNERS};
-use crate::api::Field;
-use crate::auth::{hash_secret, new_secret, Permission, Principal, TokenRecord};
-use crate::ids::new_id;
+use super::teams::{self, NewToken, Team, TeamToken, OWNERS};
+use crate::auth::{Permission, Principal};
 use crate::store::{keys, Condition, Item, ItemStore, Write};
 
 /// Makes the organization's token, revoking the previous one. The secret exists only in the
@@ -20,29 +18,8 @@ pub async fn create(
     new: NewToken,
 ) -> Result<(TeamToken, String)> {
     let org = access::authorized(store, principal, org_name, Permission::Own).await?;
-    let now = chrono::Utc::now();
-    if new.expired_at.is_some_and(|at| at <= now) {
-        return Err(AccountsError::invalid(Field::Attribute("expired-at"), "must be in the future"));
-    }
     let owners: Team = store.get(&keys::team(&org.id, OWNERS)).await?.ok_or(AccountsError::NotFound)?.parse()?;
-    let secret = new_secret();
-    let token = TeamToken {
-        id: new_id("at"),
-        hash: hash_secret(&secret),
-        created_at: crate::api::timestamp(now),
-        description: new.description,
-        expired_at: new.expired_at.map(crate::api::timestamp),
-    };
-    let record = TokenRecord {
-        hash: token.hash.clone(),
-        token_id: token.id.clone(),
-        principal: Principal::Team(owners.grant()),
-        created_at: token.created_at.clone(),
-    };
-    let mut record_item = record.to_item()?;
-    if let Some(at) = new.expired_at {
-        record_item = record_item.with_ttl(at.timestamp());
-    }
+    let (token, secret, record_item) = teams::mint(new, owners.grant())?;
     let key = keys::organization_token(&org.id);
     let previous = current(store, &org.id).await?;
     let mut writes = vec![Write::Put { item: record_item, condition: Condition::NotExists }];

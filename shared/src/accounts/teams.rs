@@ -158,15 +158,9 @@ pub struct NewToken {
     pub expired_at: Option<chrono::DateTime<chrono::Utc>>,
 }
 
-/// Makes a new token for the team, revoking its previous one. Returns the team and the secret,
-/// which exists only in this response.
-pub async fn create_token(
-    store: &dyn ItemStore,
-    principal: &Principal,
-    team_id: &str,
-    new: NewToken,
-) -> Result<(Team, TeamToken, String)> {
-    let mut team = get(store, principal, team_id, Permission::Own).await?;
+/// A new token acting as `grant`: its metadata, its secret (shown once) and the record item that
+/// resolves it, expiring with it.
+pub(super) fn mint(new: NewToken, grant: TeamGrant) -> Result<(TeamToken, String, Item)> {
     let now = chrono::Utc::now();
     if new.expired_at.is_some_and(|at| at <= now) {
         return Err(AccountsError::invalid(Field::Attribute("expired-at"), "must be in the future"));
@@ -182,13 +176,26 @@ pub async fn create_token(
     let record = TokenRecord {
         hash: token.hash.clone(),
         token_id: token.id.clone(),
-        principal: Principal::Team(team.grant()),
+        principal: Principal::Team(grant),
         created_at: token.created_at.clone(),
     };
     let mut record_item = record.to_item()?;
     if let Some(at) = new.expired_at {
         record_item = record_item.with_ttl(at.timestamp());
     }
+    Ok((token, secret, record_item))
+}
+
+/// Makes a new token for the team, revoking its previous one. Returns the team and the secret,
+/// which exists only in this response.
+pub async fn create_token(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    team_id: &str,
+    new: NewToken,
+) -> Result<(Team, TeamToken, String)> {
+    let mut team = get(store, principal, team_id, Permission::Own).await?;
+    let (token, secret, record_item) = mint(new, team.grant())?;
     let previous = team.token.replace(token.clone());
     let mut writes = vec![Write::Put { item: record_item, condition: Condition::NotExists }];
     writes.extend(previous.iter().map(|t| Write::Delete { key: keys::token(&t.hash), condition: Condition::Always }));
