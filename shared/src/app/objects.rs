@@ -46,6 +46,8 @@ impl UploadHooks for AcceptAll {
         true
     }
 
+    async fn abandoned(&self, _: &ObjectId) {}
+
     async fn uploaded(&self, _: &ObjectId) {}
 }
 
@@ -78,7 +80,10 @@ async fn upload(
     if !hooks.accepts(&id).await {
         return Err(ApiError::conflict("This upload link has been used: its version already has an archive."));
     }
-    blobs.receive(&id, body.into_data_stream()).await.map_err(blob_error)?;
+    if let Err(e) = blobs.receive(&id, body.into_data_stream()).await {
+        hooks.abandoned(&id).await;
+        return Err(blob_error(e));
+    }
     hooks.uploaded(&id).await;
     Ok(StatusCode::OK)
 }

@@ -111,8 +111,13 @@ pub type Blobs = Arc<dyn BlobStore>;
 /// ObjectCreated notification.
 #[async_trait]
 pub trait UploadHooks: Send + Sync + 'static {
-    /// Whether an upload to this object is wanted now (a link already used is refused).
+    /// Whether an upload to this object is wanted now. Answering `true` claims the object for
+    /// this upload alone: of uploads racing to one link exactly one is accepted, and a link
+    /// already used is refused.
     async fn accepts(&self, id: &ObjectId) -> bool;
+
+    /// An accepted upload did not arrive whole: the object may take another upload.
+    async fn abandoned(&self, id: &ObjectId);
 
     /// Runs after the object is stored, before the PUT is answered.
     async fn uploaded(&self, id: &ObjectId);

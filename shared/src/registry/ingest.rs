@@ -13,11 +13,11 @@ use serde::Serialize;
 use super::error::{RegistryError, Result};
 use super::modules::modify;
 use super::status::{FAILED, OK, PENDING};
-use super::versions::{ModuleVersion, PendingUpload};
+use super::versions::{ModuleVersion, PendingUpload, UPLOAD_LINK_VALIDITY};
 use crate::archive::{self, ArchiveError, ArchiveSummary};
 use crate::blobs::{BlobError, ObjectId, UploadHooks};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Write};
+use crate::store::{keys, Condition, Item, Write};
 
 /// How much of a README a version keeps (items must stay well under DynamoDB's 400 KB).
 const README_KEPT: usize = 64 * 1024;
@@ -45,6 +45,21 @@ async fn pending(state: &AppState, object: &ObjectId) -> Result<Option<(PendingU
     let Some(version) = store.get(&upload.version).await? else { return Ok(None) };
     let version: ModuleVersion = version.parse()?;
     Ok((version.status == PENDING).then_some((upload, version)))
+}
+
+/// Claims `object` for one upload, if a version waits for it: a conditional write that exactly
+/// one of racing uploads wins. The claim expires with the upload link.
+async fn claim_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
+    if !awaits_upload(state, object).await? {
+        return Ok(false);
+    }
+    let expires = chrono::Utc::now().timestamp() + UPLOAD_LINK_VALIDITY.as_secs() as i64;
+    let claim = Item::new(keys::upload_claim(object.as_str()), Default::default()).with_ttl(expires);
+    match state.store.put(claim, Condition::NotExists).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_condition_failed() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Inspects the archive uploaded as `object` and settles its version.
@@ -170,7 +185,14 @@ pub struct LocalIngest(pub AppState);
 #[async_trait]
 impl UploadHooks for LocalIngest {
     async fn accepts(&self, object: &ObjectId) -> bool {
-        awaits_upload(&self.0, object).await.unwrap_or(false)
+        claim_upload(&self.0, object).await.unwrap_or(false)
+    }
+
+    async fn abandoned(&self, object: &ObjectId) {
+        let claim = keys::upload_claim(object.as_str());
+        if let Err(e) = self.0.store.delete(&claim, Condition::Always).await {
+            tracing::warn!(object = %object, error = %e, "upload claim not released");
+        }
     }
 
     async fn uploaded(&self, object: &ObjectId) {
