@@ -101,7 +101,7 @@ pub mod routers {
     }
 
     pub fn credential_broker(state: AppState) -> Router {
-        crate::broker::with_list_verb(finish(crate::broker::router(), state))
+        crate::broker::with_vault_requests(finish(crate::broker::router(), state))
     }
 
     /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
@@ -118,6 +118,6 @@ pub mod routers {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));
             router = router.merge(super::objects::object_routes_with_hooks(local, ingest));
         }
-        crate::broker::with_list_verb(router)
+        crate::broker::with_vault_requests(router)
     }
 }

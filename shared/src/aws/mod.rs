@@ -105,28 +105,163 @@ impl fmt::Debug for StsCredentials {
     }
 }
 
-/// Why a call to AWS failed, by what the caller can do about it. Each message names the
-/// operation and carries AWS's error code and message, never credentials.
+/// Why a call to AWS failed, by what the caller can do about it. Each carries a [`Fault`]: it
+/// reads (`Display`, and as a `str`) as the operation, AWS's error code and the service's
+/// message, never credentials nor the SDK's debug output.
 #[derive(Debug, thiserror::Error)]
 pub enum CloudError {
     /// The entity does not exist (IAM's `NoSuchEntity`).
     #[error("{0}")]
-    NotFound(String),
+    NotFound(Fault),
     /// An account quota is reached, e.g. a user already has two access keys.
     #[error("{0}")]
-    LimitExceeded(String),
+    LimitExceeded(Fault),
     /// AWS rate-limited the request, beyond the SDK's own retries.
     #[error("{0}")]
-    Throttled(String),
+    Throttled(Fault),
     /// The root credentials are invalid, expired or not allowed to do this, or MFA failed.
     #[error("{0}")]
-    Denied(String),
+    Denied(Fault),
     /// AWS rejected the request's content: a malformed policy, a bad name or parameter.
     #[error("{0}")]
-    Invalid(String),
-    /// Anything else: a conflict, a service failure, a network error.
+    Invalid(Fault),
+    /// Anything else: a conflict or an unknown client error (the request's), a service failure or
+    /// no answer at all (AWS's side: [`Fault::is_on_aws_side`]).
     #[error("{0}")]
-    Other(String),
+    Other(Fault),
+}
+
+impl CloudError {
+    /// What AWS said, or what kept it from saying anything.
+    pub fn fault(&self) -> &Fault {
+        match self {
+            CloudError::NotFound(fault)
+            | CloudError::LimitExceeded(fault)
+            | CloudError::Throttled(fault)
+            | CloudError::Denied(fault)
+            | CloudError::Invalid(fault)
+            | CloudError::Other(fault) => fault,
+        }
+    }
+
+    /// Whether the failure is AWS's or the network's rather than the request's (throttling, a
+    /// service failure, no answer): the request may succeed when retried, and the caller learns
+    /// nothing from AWS's details.
+    pub fn is_on_aws_side(&self) -> bool {
+        match self {
+            CloudError::Throttled(_) => true,
+            CloudError::Other(fault) => fault.is_on_aws_side(),
+            _ => false,
+        }
+    }
+}
+
+/// One failed call to AWS: what a caller may be told — the operation, AWS's error code and the
+/// service's own message — apart from what only the log may hold: the SDK's account of a
+/// failure that has no code (it names endpoints and addresses) and AWS's request id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fault(Box<FaultParts>);
+
+/// Boxed, so that a `Result` carrying a [`CloudError`] stays small.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FaultParts {
+    operation: String,
+    code: Option<String>,
+    request_id: Option<String>,
+    cause: Option<String>,
+    on_aws_side: bool,
+    /// `<operation>: <code>: <message>`, or `<operation>: <what happened>` without a code.
+    summary: String,
+}
+
+impl Fault {
+    /// AWS answered `operation` with the error `code` and its `message`; `on_aws_side` when the
+    /// code or the HTTP status puts the failure on AWS's side.
+    pub fn answered(
+        operation: &str,
+        code: &str,
+        message: Option<&str>,
+        request_id: Option<String>,
+        on_aws_side: bool,
+    ) -> Self {
+        let summary = match message {
+            Some(message) => format!("{operation}: {code}: {message}"),
+            None => format!("{operation}: {code}"),
+        };
+        Fault(Box::new(FaultParts {
+            operation: operation.to_owned(),
+            code: Some(code.to_owned()),
+            request_id,
+            cause: None,
+            on_aws_side,
+            summary,
+        }))
+    }
+
+    /// `operation` got no AWS error to read: `what` says what happened in a few words, `cause` is
+    /// the SDK's full account, for the log only.
+    pub fn unanswered(operation: &str, what: &str, cause: String, request_id: Option<String>) -> Self {
+        Fault(Box::new(FaultParts {
+            operation: operation.to_owned(),
+            code: None,
+            request_id,
+            cause: Some(cause),
+            on_aws_side: true,
+            summary: format!("{operation}: {what}"),
+        }))
+    }
+
+    /// The adapter refused to send `operation`: `message` says why (the request's fault).
+    pub fn refused(operation: &str, message: &str) -> Self {
+        Fault(Box::new(FaultParts {
+            operation: operation.to_owned(),
+            code: None,
+            request_id: None,
+            cause: None,
+            on_aws_side: false,
+            summary: format!("{operation}: {message}"),
+        }))
+    }
+
+    /// The operation, e.g. `iam:CreateUser`.
+    pub fn operation(&self) -> &str {
+        &self.0.operation
+    }
+
+    /// AWS's error code, e.g. `NoSuchEntity`, when AWS answered with one.
+    pub fn code(&self) -> Option<&str> {
+        self.0.code.as_deref()
+    }
+
+    /// AWS's id of the failed request, when AWS answered.
+    pub fn request_id(&self) -> Option<&str> {
+        self.0.request_id.as_deref()
+    }
+
+    /// The SDK's account of a failure without an AWS error: for the log, never for a caller.
+    pub fn cause(&self) -> Option<&str> {
+        self.0.cause.as_deref()
+    }
+
+    /// Whether the failure is AWS's or the network's rather than the request's.
+    pub fn is_on_aws_side(&self) -> bool {
+        self.0.on_aws_side
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0.summary)
+    }
+}
+
+/// A fault reads as its summary, so that it can be searched and compared like the message it is.
+impl std::ops::Deref for Fault {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0.summary
+    }
 }
 
 /// The IAM and STS operations the credential broker uses.

@@ -9,7 +9,7 @@ use aws_sdk_iam::types::Tag;
 use aws_sdk_sts::types::PolicyDescriptorType;
 
 use super::errors::{incomplete, timestamp, unless_gone, OrCloudError};
-use super::{AccessKey, AccessKeyInfo, Cloud, CloudError, CloudSettings, IamUser, StsCredentials};
+use super::{AccessKey, AccessKeyInfo, Cloud, CloudError, CloudSettings, Fault, IamUser, StsCredentials};
 
 /// The provider name the SDK reports for the engine's static root keys.
 const STATIC_PROVIDER: &str = "broker-config";
@@ -94,7 +94,7 @@ impl Cloud for SdkCloud {
             .iter()
             .map(|(key, value)| Tag::builder().key(key).value(value).build())
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| CloudError::Invalid(format!("{OP}: {e}")))?;
+            .map_err(|e| CloudError::Invalid(Fault::refused(OP, &e.to_string())))?;
         let output = self
             .iam
             .create_user()

@@ -109,6 +109,12 @@ pub async fn root(store: &dyn ItemStore, mount: &Mount) -> Result<RootConfig> {
     }
 }
 
+/// Whether the mount's `config/root` was ever written: a write to it is then an update, else a
+/// create (`root` reads the defaults either way).
+pub async fn root_exists(store: &dyn ItemStore, mount: &Mount) -> Result<bool> {
+    Ok(store.get(&keys::mount_config(&mount.uuid, "root")).await?.is_some())
+}
+
 /// The region the engine calls AWS in: configured, else `AWS_REGION`, else
 /// `AWS_DEFAULT_REGION`, else `us-east-1`.
 pub fn region(config: &RootConfig) -> String {
@@ -250,6 +256,11 @@ pub async fn lease(store: &dyn ItemStore, mount: &Mount) -> Result<LeaseConfig> 
         Some(item) => Ok(item.parse()?),
         None => Ok(LeaseConfig { lease: DEFAULT_LEASE.as_secs(), lease_max: DEFAULT_LEASE.as_secs() }),
     }
+}
+
+/// Whether the mount's `config/lease` was ever written (see [`root_exists`]).
+pub async fn lease_exists(store: &dyn ItemStore, mount: &Mount) -> Result<bool> {
+    Ok(store.get(&keys::mount_config(&mount.uuid, "lease")).await?.is_some())
 }
 
 pub fn lease_data(config: &LeaseConfig) -> Value {

@@ -11,6 +11,7 @@ use super::error::{BrokerError, Result};
 use super::mounts::Mount;
 use super::roles::{self, CredentialType, Role};
 use super::template::{self, UserKind, DEFAULT_USERNAME_TEMPLATE};
+use super::tokens::ServiceToken;
 use super::{duration, leases};
 use crate::aws::{self, SharedCloud};
 use crate::state::AppState;
@@ -40,24 +41,26 @@ pub async fn role(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Ro
     }
 }
 
-/// Issues credentials of `role` for the caller named `display_name`; `params` are the request's
-/// (`role_arn`, `role_session_name`, `ttl`, `mfa_code`).
+/// Issues credentials of `role` to the caller's token (whose display name feeds the username
+/// template, and which holds the lease); `params` are the request's (`role_arn`,
+/// `role_session_name`, `ttl`, `mfa_code`).
 pub async fn issue(
     state: &AppState,
     mount: &Mount,
     role: &Role,
     endpoint: Endpoint,
     params: &Map<String, Value>,
-    display_name: &str,
+    caller: &ServiceToken,
 ) -> Result<Issued> {
     let name = role.name.as_str();
+    let display_name = caller.display_name.as_str();
     let kind = credential_type(role, endpoint)?;
     if kind == CredentialType::IamUser && params.get("ttl").is_some_and(|v| !v.is_null()) && endpoint == Endpoint::Sts {
         return Err(BrokerError::invalid("ttl is valid only for assumed_role, federation_token and session_token"));
     }
     let (cloud, root) = config::mount_cloud(state, mount).await?;
     match kind {
-        CredentialType::IamUser => iam_user(state, mount, role, &root, &cloud, display_name).await,
+        CredentialType::IamUser => iam_user(state, mount, role, &root, &cloud, caller).await,
         CredentialType::AssumedRole => {
             let ttl = sts_ttl(role, params)?;
             let arn = match (param(params, "role_arn"), role.role_arns.as_slice()) {
@@ -179,25 +182,45 @@ async fn iam_user(
     role: &Role,
     root: &RootConfig,
     cloud: &SharedCloud,
-    display: &str,
+    caller: &ServiceToken,
 ) -> Result<Issued> {
-    let name = username(root, UserKind::Iam, display, &role.name)?;
+    let name = username(root, UserKind::Iam, &caller.display_name, &role.name)?;
     let tags: Vec<(String, String)> = role.iam_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     cloud.create_user(&name, role.user_path.as_deref(), role.permissions_boundary_arn.as_deref(), &tags).await?;
     let key = match attach_and_key(cloud, role, &name).await {
         Ok(key) => key,
         Err(e) => {
-            if let Err(cleanup) = cloud.delete_user(&name).await {
-                tracing::error!(user = %name, error = %cleanup, "could not undo a half-created IAM user");
-            }
+            undo_user(cloud, &name).await;
             return Err(e.into());
         }
     };
-    let lease = config::lease(state.store.as_ref(), mount).await?;
-    let lease_id =
-        leases::create(state.store.as_ref(), mount, &role.name, &name, Duration::from_secs(lease.lease)).await?;
+    // The lease belongs to the caller's token, and ends with it at the latest; a user whose
+    // lease cannot be recorded (the token was revoked meanwhile) is undone.
+    let holder =
+        leases::Holder { accessor: &caller.accessor, expire_at: caller.expire_at, standing: caller.standing() };
+    let leased = match config::lease(state.store.as_ref(), mount).await {
+        Ok(config) => {
+            let ttl = Duration::from_secs(config.lease);
+            leases::create(state.store.as_ref(), mount, &role.name, &name, ttl, holder).await
+        }
+        Err(e) => Err(e),
+    };
+    let lease = match leased {
+        Ok(lease) => lease,
+        Err(e) => {
+            undo_user(cloud, &name).await;
+            return Err(e);
+        }
+    };
     let data = json!({ "access_key": key.id, "secret_key": key.secret, "session_token": null, "security_token": null });
-    Ok(Issued { data, lease_id, lease_duration: lease.lease, renewable: true })
+    let lease_duration = (lease.expire_at - lease.issued_at).max(0) as u64;
+    Ok(Issued { data, lease_id: lease.id, lease_duration, renewable: true })
+}
+
+async fn undo_user(cloud: &SharedCloud, name: &str) {
+    if let Err(cleanup) = cloud.delete_user(name).await {
+        tracing::error!(user = %name, error = %cleanup, "could not undo a half-created IAM user");
+    }
 }
 
 async fn attach_and_key(

@@ -1,11 +1,17 @@
 //! The broker's errors, in Vault's format (`{"errors": ["…"]}`, `application/json`), mapped to
 //! HTTP in one place: 400 invalid request, 403 permission denied, 404 missing, 405 wrong
 //! method, 500 internal (cause logged, body generic), 502 when AWS throttles or fails.
+//!
+//! AWS's errors map as Vault's AWS engine maps them: the request's fault (denied, not found,
+//! malformed, a conflict, a quota) is a 400 with AWS's code and the service's message; AWS's side
+//! or the way to it (throttling, a service failure, no answer) is a 502 with a generic message,
+//! the cause logged with AWS's request id (and the request's own, from the span it runs in).
 
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::aws::CloudError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -21,8 +27,13 @@ pub enum BrokerError {
     NotFoundWithReason(String),
     #[error("unsupported operation")]
     MethodNotAllowed,
+    /// A 502 whose message the caller should see (the store is busy).
     #[error("{0}")]
     Upstream(String),
+    /// A call to AWS failed on AWS's side or on the way to it: a 502 with a generic message.
+    /// Displays the cause, for logs.
+    #[error("{}", cloud_cause(.0))]
+    Cloud(CloudError),
     /// A 500 whose message the caller should see (e.g. a generated username over its limit).
     #[error("{0}")]
     Failed(String),
@@ -41,7 +52,7 @@ impl BrokerError {
             BrokerError::PermissionDenied => StatusCode::FORBIDDEN,
             BrokerError::NotFound | BrokerError::NotFoundWithReason(_) => StatusCode::NOT_FOUND,
             BrokerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            BrokerError::Upstream(_) => StatusCode::BAD_GATEWAY,
+            BrokerError::Upstream(_) | BrokerError::Cloud(_) => StatusCode::BAD_GATEWAY,
             BrokerError::Internal(_) | BrokerError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -54,6 +65,17 @@ impl IntoResponse for BrokerError {
             BrokerError::Internal(cause) => {
                 tracing::error!(error = %cause, "internal error");
                 vec!["internal error".to_owned()]
+            }
+            BrokerError::Cloud(e) => {
+                let fault = e.fault();
+                tracing::error!(
+                    operation = fault.operation(),
+                    code = fault.code(),
+                    aws_request_id = fault.request_id(),
+                    error = %cloud_cause(e),
+                    "AWS call failed"
+                );
+                vec![cloud_message(e).to_owned()]
             }
             other => vec![other.to_string()],
         };
@@ -71,15 +93,30 @@ impl From<StoreError> for BrokerError {
     }
 }
 
-impl From<crate::aws::CloudError> for BrokerError {
-    fn from(e: crate::aws::CloudError) -> Self {
-        use crate::aws::CloudError as C;
-        match e {
-            C::Throttled(message) => BrokerError::Upstream(format!("AWS throttled the request: {message}")),
-            C::Invalid(message) | C::LimitExceeded(message) | C::NotFound(message) => BrokerError::Invalid(message),
-            C::Denied(message) => BrokerError::Upstream(format!("AWS refused the request: {message}")),
-            C::Other(message) => BrokerError::Upstream(format!("AWS request failed: {message}")),
+impl From<CloudError> for BrokerError {
+    fn from(e: CloudError) -> Self {
+        if e.is_on_aws_side() {
+            BrokerError::Cloud(e)
+        } else {
+            // The operation, AWS's code and the service's message: never the SDK's debug output.
+            BrokerError::Invalid(e.to_string())
         }
+    }
+}
+
+/// The body of a 502 from AWS: what happened, in general terms.
+fn cloud_message(e: &CloudError) -> &'static str {
+    match e {
+        CloudError::Throttled(_) => "AWS rate-limited the request; retry later",
+        _ => "the request to AWS failed; the server log has the cause",
+    }
+}
+
+/// Everything the log may hold about a failed AWS call.
+fn cloud_cause(e: &CloudError) -> String {
+    match e.fault().cause() {
+        Some(cause) => format!("{e} ({cause})"),
+        None => e.to_string(),
     }
 }
 
@@ -90,3 +127,74 @@ impl From<crate::seal::SealError> for BrokerError {
 }
 
 pub type Result<T, E = BrokerError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::aws::Fault;
+
+    async fn answer(e: impl Into<BrokerError>) -> (u16, Vec<String>) {
+        let response = e.into().into_response();
+        let status = response.status().as_u16();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("a body");
+        let body: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        (status, serde_json::from_value(body["errors"].clone()).expect("a list of messages"))
+    }
+
+    fn answered(code: &str, on_aws_side: bool) -> Fault {
+        let message = format!("the service's {code} at arn:aws:iam::123456789012:user/ci");
+        Fault::answered("iam:CreateUser", code, Some(&message), Some("req-1".into()), on_aws_side)
+    }
+
+    #[tokio::test]
+    async fn the_requests_faults_are_400s_with_the_aws_code_and_message() {
+        let cases = [
+            CloudError::Denied(answered("AccessDenied", false)),
+            CloudError::Denied(answered("InvalidClientTokenId", false)),
+            CloudError::NotFound(answered("NoSuchEntity", false)),
+            CloudError::Invalid(answered("MalformedPolicyDocument", false)),
+            CloudError::Other(answered("EntityAlreadyExists", false)),
+            CloudError::Other(answered("DeleteConflict", false)),
+            CloudError::LimitExceeded(answered("LimitExceeded", false)),
+            CloudError::Invalid(answered("ValidationError", false)),
+            CloudError::Invalid(answered("InvalidInput", false)),
+        ];
+        for e in cases {
+            let code = e.fault().code().expect("a code").to_owned();
+            let (status, errors) = answer(e).await;
+            assert_eq!(status, 400, "{code}");
+            assert_eq!(
+                errors,
+                [format!("iam:CreateUser: {code}: the service's {code} at arn:aws:iam::123456789012:user/ci")]
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn aws_side_failures_are_502s_with_a_generic_message() {
+        let cause = "dispatch failure: io error: tcp connect error: 10.9.8.7:443 (DispatchFailure { .. })";
+        let cases = [
+            (CloudError::Throttled(answered("Throttling", true)), "AWS rate-limited the request; retry later"),
+            (
+                CloudError::Other(answered("ServiceFailure", true)),
+                "the request to AWS failed; the server log has the cause",
+            ),
+            (
+                CloudError::Other(answered("ServiceUnavailable", true)),
+                "the request to AWS failed; the server log has the cause",
+            ),
+            (
+                CloudError::Other(Fault::unanswered("iam:CreateUser", "AWS could not be reached", cause.into(), None)),
+                "the request to AWS failed; the server log has the cause",
+            ),
+        ];
+        for (e, message) in cases {
+            let shown = e.to_string();
+            let logged = BrokerError::from(CloudError::Other(e.fault().clone())).to_string();
+            assert!(logged.contains(&shown), "the log keeps the cause: {logged}");
+            assert_eq!(answer(e).await, (502, vec![message.to_owned()]), "{shown}");
+        }
+        let logged = BrokerError::from(CloudError::Other(Fault::unanswered("x", "y", cause.into(), None)));
+        assert!(logged.to_string().contains("10.9.8.7"), "the cause is for the log: {logged}");
+    }
+}

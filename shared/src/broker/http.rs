@@ -1,6 +1,8 @@
 //! Vault's HTTP conventions: the response envelope, `LIST` (a verb API Gateway cannot route,
-//! so it is rewritten to `GET ?list=true`, which Vault accepts too), and the caller's token
-//! (`X-Vault-Token`, `X-Service-Token` or a bearer token).
+//! so it is rewritten to `GET ?list=true`, which Vault accepts too), the request path in one
+//! canonical form, and the caller's token (`X-Vault-Token`, `X-Service-Token` or a bearer token).
+
+use std::fmt::Write as _;
 
 use axum::extract::{FromRequestParts, Request};
 use axum::http::{request::Parts, Method, StatusCode, Uri};
@@ -93,6 +95,140 @@ pub async fn list_as_get(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// A request path under `/v1` in the one form that is routed, checked against policies and
+/// served: percent-decoded, without slashes at either end (`aws/roles/deploy`). It is made by
+/// [`refuse_unclean_paths`] alone, so a handler that takes it cannot see any other form.
+#[derive(Debug, Clone)]
+pub struct VaultPath(pub String);
+
+/// A path under `/v1` in canonical form: percent-encoded only where a URI path must be, for
+/// routing, and percent-decoded, for everything after.
+struct Canonical {
+    encoded: String,
+    decoded: String,
+}
+
+/// A segment with its percent-escapes decoded; `None` when one is malformed.
+fn unescape(segment: &str) -> Option<Vec<u8>> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Bytes a path segment carries as they are (RFC 3986 `pchar` but `%`); all others are escaped.
+fn plain(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&byte)
+}
+
+/// Checks and canonicalises a path under `/v1` (`raw` as the URI carries it, from the slash
+/// after `/v1`). The policy check and the route must read the same path (a check of
+/// `aws//creds/prod` must not pass a deny on `aws/creds/prod` that routing then ignores), so
+/// every form a client, a proxy or a path resolver could read two ways is refused: empty
+/// segments, `.` and `..` however escaped, a slash escaped inside a segment, malformed escapes
+/// and bytes that are not UTF-8. One trailing slash is taken, as Vault's LIST sends it
+/// (`LIST /v1/aws/roles/`).
+fn canonical(raw: &str) -> Result<Canonical, BrokerError> {
+    let shown = raw.strip_prefix('/').unwrap_or(raw);
+    let refuse = |reason: &str| BrokerError::invalid(format!("invalid path \"{shown}\": {reason}"));
+    let Some(rest) = raw.strip_prefix('/') else {
+        return if raw.is_empty() {
+            Ok(Canonical { encoded: String::new(), decoded: String::new() })
+        } else {
+            Err(refuse("it must start with a slash"))
+        };
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    let (mut encoded, mut decoded) = (String::with_capacity(raw.len()), String::with_capacity(raw.len()));
+    if rest.is_empty() {
+        return Ok(Canonical { encoded, decoded });
+    }
+    for segment in rest.split('/') {
+        if segment.is_empty() {
+            return Err(refuse("empty segments are not allowed"));
+        }
+        let bytes = unescape(segment).ok_or_else(|| refuse("malformed percent-encoding"))?;
+        if bytes.contains(&b'/') {
+            return Err(refuse("a slash encoded inside a segment is not allowed"));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| refuse("it is not UTF-8"))?;
+        if text == "." || text == ".." {
+            return Err(refuse("\".\" and \"..\" segments are not allowed"));
+        }
+        encoded.push('/');
+        for byte in text.bytes() {
+            if plain(byte) {
+                encoded.push(char::from(byte));
+            } else {
+                let _ = write!(encoded, "%{byte:02X}");
+            }
+        }
+        if !decoded.is_empty() {
+            decoded.push('/');
+        }
+        decoded.push_str(&text);
+    }
+    Ok(Canonical { encoded, decoded })
+}
+
+/// Rewrites a `/v1/…` URI to its canonical path before routing, so that a route matches the same
+/// path whatever escapes or trailing slash the client sent (`/v1/sys/policies/acl/` is
+/// `sys/policies/acl`). A path it refuses passes unchanged, to be answered by
+/// [`refuse_unclean_paths`] where the broker's routes are.
+pub async fn canonical_uri(mut request: Request, next: Next) -> Response {
+    let uri = request.uri();
+    let Some(under) = under_v1(uri.path()) else {
+        return next.run(request).await;
+    };
+    if let Some(Canonical { encoded, .. }) = canonical(under).ok().filter(|c| c.encoded != under) {
+        let query = uri.query().map(|query| format!("?{query}")).unwrap_or_default();
+        let mut parts = uri.clone().into_parts();
+        parts.path_and_query = format!("/v1{encoded}{query}").parse().ok();
+        if let Ok(rewritten) = Uri::from_parts(parts) {
+            *request.uri_mut() = rewritten;
+        }
+    }
+    next.run(request).await
+}
+
+/// The path after `/v1`, for a path under it.
+fn under_v1(path: &str) -> Option<&str> {
+    path.strip_prefix("/v1").filter(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// Refuses an unclean path (see [`canonical`]) with a 400 before any handler, token or policy
+/// sees it; hands every other request its [`VaultPath`]. It wraps the broker's `/v1` routes.
+pub async fn refuse_unclean_paths(mut request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    match canonical(under_v1(path).unwrap_or(path)) {
+        Ok(Canonical { decoded, .. }) => {
+            request.extensions_mut().insert(VaultPath(decoded));
+            next.run(request).await
+        }
+        Err(refused) => refused.into_response(),
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for VaultPath {
+    type Rejection = BrokerError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        parts.extensions.get::<VaultPath>().cloned().ok_or_else(|| {
+            BrokerError::Internal("the request path was not checked: serve the broker through broker::router".into())
+        })
+    }
+}
+
 /// Whether a GET is a LIST.
 pub fn is_list(parts_query: Option<&str>) -> bool {
     parts_query.is_some_and(|query| {
@@ -154,5 +290,62 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for VaultBody {
         serde_json::from_slice(&bytes)
             .map(|value| VaultBody(Some(value)))
             .map_err(|e| BrokerError::invalid(format!("failed to parse JSON input: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(raw: &str) -> Option<String> {
+        canonical(raw).ok().map(|c| c.decoded)
+    }
+
+    fn encoded(raw: &str) -> Option<String> {
+        canonical(raw).ok().map(|c| c.encoded)
+    }
+
+    #[test]
+    fn clean_paths_keep_their_segments_and_lose_one_trailing_slash() {
+        assert_eq!(decoded("/aws/creds/prod").as_deref(), Some("aws/creds/prod"));
+        assert_eq!(decoded("/aws/roles/").as_deref(), Some("aws/roles"));
+        assert_eq!(encoded("/aws/roles/").as_deref(), Some("/aws/roles"));
+        assert_eq!(decoded("/").as_deref(), Some(""));
+        assert_eq!(decoded("").as_deref(), Some(""));
+        assert_eq!(decoded("/a.b/..c/.d/e..").as_deref(), Some("a.b/..c/.d/e.."), "dots inside a name are plain");
+    }
+
+    #[test]
+    fn escapes_are_decoded_once_and_kept_only_where_a_path_needs_them() {
+        assert_eq!(decoded("/sys/polic%69es/acl").as_deref(), Some("sys/policies/acl"));
+        assert_eq!(encoded("/sys/polic%69es/acl").as_deref(), Some("/sys/policies/acl"));
+        assert_eq!(decoded("/aws/roles/a%20b").as_deref(), Some("aws/roles/a b"));
+        assert_eq!(encoded("/aws/roles/a%20b").as_deref(), Some("/aws/roles/a%20b"));
+        assert_eq!(decoded("/aws/roles/%252e%252e").as_deref(), Some("aws/roles/%2e%2e"), "decoded once only");
+        assert_eq!(encoded("/aws/roles/%252e%252e").as_deref(), Some("/aws/roles/%252e%252e"));
+        assert_eq!(encoded("/aws/roles/%C3%A9").as_deref(), Some("/aws/roles/%C3%A9"));
+    }
+
+    #[test]
+    fn empty_and_dot_segments_encoded_slashes_and_bad_escapes_are_refused() {
+        for raw in [
+            "//aws/roles",
+            "/aws//roles",
+            "/aws/roles//",
+            "/aws/./roles",
+            "/aws/roles/..",
+            "/aws/%2e/roles",
+            "/aws/%2E%2e/roles",
+            "/aws/.%2E/roles",
+            "/aws/%2e./roles",
+            "/aws/roles%2Fx",
+            "/aws/roles%2fx",
+            "/aws/roles/%",
+            "/aws/roles/%zz",
+            "/aws/roles/%FF",
+            "aws/roles",
+        ] {
+            assert!(canonical(raw).is_err(), "{raw}");
+        }
     }
 }

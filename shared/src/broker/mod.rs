@@ -31,7 +31,9 @@ pub use rotation::{scheduled_run, scheduled_run_at};
 
 use crate::state::AppState;
 
-/// Everything under `/v1`: Vault's format for errors, and `LIST` served as `GET ?list=true`.
+/// Everything under `/v1`: Vault's format for errors, and one clean path per request, checked
+/// before any handler runs (the outermost layer), so that the policy check and the route read
+/// the same one.
 pub fn router() -> Router<AppState> {
     let v1 = Router::new()
         .merge(sys::routes())
@@ -39,13 +41,17 @@ pub fn router() -> Router<AppState> {
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })
         .layer(axum::middleware::from_fn(vault_method_not_allowed));
-    Router::new().nest("/v1", v1)
+    // On the outer router: inside the nest, axum has already dropped an empty segment after `/v1`.
+    Router::new().nest("/v1", v1).layer(axum::middleware::from_fn(http::refuse_unclean_paths))
 }
 
-/// Serves `LIST` as `GET ?list=true`. It must run before routing (a layer on a router runs
-/// after it, when a GET-only route has already refused the verb), so it wraps a whole router.
-pub fn with_list_verb(router: Router) -> Router {
-    Router::new().fallback_service(axum::middleware::from_fn(http::list_as_get).layer(router))
+/// What must happen to a `/v1` request before routing (a layer on a router runs after it, when a
+/// GET-only route has already refused the verb), so it wraps a whole router: `LIST` served as
+/// `GET ?list=true`, and the path rewritten to its canonical form (one trailing slash dropped,
+/// escapes only where needed), so that `/v1/sys/policies/acl/` finds its route.
+pub fn with_vault_requests(router: Router) -> Router {
+    let canonical = axum::middleware::from_fn(http::canonical_uri).layer(router);
+    Router::new().fallback_service(axum::middleware::from_fn(http::list_as_get).layer(canonical))
 }
 
 /// axum's bare 405, in Vault's format.

@@ -8,12 +8,13 @@ use super::mounts::Mount;
 use crate::state::AppState;
 
 /// What a request asks of a path, as Vault's logical operations name it. A LIST arrives as
-/// `GET ?list=true`; POST and PUT are both an update (create and update are one operation
-/// here until a row can tell them apart).
+/// `GET ?list=true`; POST and PUT are an update, or a create where the path names a stored
+/// object that does not exist yet ([`Operation::write`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operation {
     Read,
     List,
+    Create,
     Update,
     Delete,
 }
@@ -24,8 +25,21 @@ impl Operation {
         match self {
             Operation::Read => "read",
             Operation::List => "list",
+            Operation::Create => "create",
             Operation::Update => "update",
             Operation::Delete => "delete",
+        }
+    }
+
+    /// A write to a path that names a stored object: a create while the object does not exist,
+    /// an update once it does, as Vault's existence check decides, so that a token allowed to
+    /// create cannot rewrite, nor one allowed to update bring into being. Writes to any other
+    /// path (an action: credentials, rotations, leases) are updates.
+    pub fn write(exists: bool) -> Self {
+        if exists {
+            Operation::Update
+        } else {
+            Operation::Create
         }
     }
 }

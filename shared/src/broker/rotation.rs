@@ -1,5 +1,6 @@
 //! The scheduled job (function `key-rotation`, dev-server's timer): static roles that are due
-//! get a new key, and expired leases are revoked.
+//! get a new key, token revocations left unfinished are continued, and expired leases are
+//! revoked.
 //!
 //! A due role is claimed by moving its next rotation forward with a conditional write, so two
 //! overlapping runs never rotate it twice; the new key replaces the stored one only once it
@@ -10,10 +11,12 @@ use super::error::{BrokerError, Result};
 use super::leases;
 use super::mounts::{self, Mount};
 use super::statics::{self, StaticRole};
+use super::tokens;
 use crate::state::AppState;
 use crate::store::{schedule, Condition};
 
-/// One run of the scheduled job: static roles that are due, then expired leases.
+/// One run of the scheduled job: static roles that are due, unfinished token revocations, then
+/// expired leases. Returns how many roles were rotated and how many leases revoked.
 pub async fn scheduled_run(state: &AppState) -> Result<(usize, usize)> {
     scheduled_run_at(state, chrono::Utc::now().timestamp()).await
 }
@@ -23,8 +26,9 @@ pub async fn scheduled_run(state: &AppState) -> Result<(usize, usize)> {
 pub async fn scheduled_run_at(state: &AppState, now: i64) -> Result<(usize, usize)> {
     const PER_RUN: usize = 500;
     let rotated = rotate_due(state, PER_RUN, now).await?;
+    let with_tokens = tokens::revoke_pending(state, now).await?;
     let revoked = leases::revoke_expired(state, PER_RUN, now).await?;
-    Ok((rotated, revoked))
+    Ok((rotated, with_tokens + revoked))
 }
 
 /// Rotates up to `limit` static roles that are due; returns how many were rotated. The root

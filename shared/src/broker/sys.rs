@@ -1,5 +1,6 @@
 //! Vault's own endpoints the broker serves: `sys/mounts`, `sys/policies/acl` (and the older
-//! `sys/policy`), and `auth/token` create / lookup-self / revoke-self.
+//! `sys/policy`), and `auth/token` create / create-orphan / lookup-self / revoke-self / revoke /
+//! revoke-accessor.
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
@@ -9,7 +10,8 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{BrokerError, Result};
-use super::http::{is_list, Caller, VaultBody, VaultResponse};
+use super::http::{is_list, Caller, VaultBody, VaultPath, VaultResponse};
+use super::request::Operation;
 use super::{duration, leases, mounts, policies, tokens};
 use crate::state::AppState;
 
@@ -22,8 +24,11 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/sys/policy", get(list_policies_legacy))
         .route("/sys/policy/{name}", get(show_policy_legacy).post(write_policy).put(write_policy).delete(delete_policy))
         .route("/auth/token/create", post(create_token).put(create_token))
+        .route("/auth/token/create-orphan", post(create_orphan).put(create_orphan))
         .route("/auth/token/lookup-self", get(lookup_self))
         .route("/auth/token/revoke-self", post(revoke_self).put(revoke_self))
+        .route("/auth/token/revoke", post(revoke_token).put(revoke_token))
+        .route("/auth/token/revoke-accessor", post(revoke_accessor).put(revoke_accessor))
 }
 
 async fn authorize(state: &AppState, caller: &Caller, path: &str, capability: &str) -> Result<()> {
@@ -41,12 +46,22 @@ async fn list_mounts(State(state): State<AppState>, caller: Caller) -> Result<Va
     Ok(VaultResponse::top_level(Value::Object(mounts)))
 }
 
-async fn show_mount(State(state): State<AppState>, caller: Caller, Path(path): Path<String>) -> Result<VaultResponse> {
-    authorize(&state, &caller, &format!("sys/mounts/{}", path.trim_matches('/')), "read").await?;
+async fn show_mount(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(path): Path<String>,
+) -> Result<VaultResponse> {
+    authorize(&state, &caller, &checked, "read").await?;
     let path = mounts::normalize(&path)?;
-    let mount =
-        mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.path == path).ok_or(BrokerError::NotFound)?;
+    let mount = mounted(&state, &path).await?.ok_or(BrokerError::NotFound)?;
     Ok(VaultResponse::data(mounts::describe(&mount)))
+}
+
+/// The mount at exactly `path`, if any (a path no mount may have holds none).
+async fn mounted(state: &AppState, path: &str) -> Result<Option<mounts::Mount>> {
+    let Ok(path) = mounts::normalize(path) else { return Ok(None) };
+    Ok(mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.path == path))
 }
 
 #[derive(Deserialize)]
@@ -60,18 +75,25 @@ struct MountRequest {
 async fn create_mount(
     State(state): State<AppState>,
     caller: Caller,
+    VaultPath(checked): VaultPath,
     Path(path): Path<String>,
     body: VaultBody,
 ) -> Result<StatusCode> {
-    authorize(&state, &caller, &format!("sys/mounts/{}", path.trim_matches('/')), "create").await?;
+    let exists = mounted(&state, &path).await?.is_some();
+    authorize(&state, &caller, &checked, Operation::write(exists).capability()).await?;
     let request: MountRequest = serde_json::from_value(Value::Object(body.object()?))
         .map_err(|e| BrokerError::invalid(format!("invalid mount request: {e}")))?;
     mounts::create(state.store.as_ref(), &path, &request.kind, &request.description).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn delete_mount(State(state): State<AppState>, caller: Caller, Path(path): Path<String>) -> Result<StatusCode> {
-    authorize(&state, &caller, &format!("sys/mounts/{}", path.trim_matches('/')), "delete").await?;
+async fn delete_mount(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(path): Path<String>,
+) -> Result<StatusCode> {
+    authorize(&state, &caller, &checked, "delete").await?;
     leases::unmount(&state, &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -94,29 +116,44 @@ async fn list_policies_legacy(State(state): State<AppState>, caller: Caller) -> 
     Ok(VaultResponse::top_level(json!({ "policies": names, "keys": names })))
 }
 
-async fn show_policy(State(state): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<VaultResponse> {
-    authorize(&state, &caller, &format!("sys/policies/acl/{name}"), "read").await?;
-    let policy = policies::load(state.store.as_ref(), &name).await?.ok_or(BrokerError::NotFound)?;
+/// The policy a read names, checked on the path the request came by.
+async fn read_policy(state: &AppState, caller: &Caller, checked: &str, name: &str) -> Result<policies::Policy> {
+    authorize(state, caller, checked, "read").await?;
+    policies::load(state.store.as_ref(), name).await?.ok_or(BrokerError::NotFound)
+}
+
+async fn show_policy(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(name): Path<String>,
+) -> Result<VaultResponse> {
+    let policy = read_policy(&state, &caller, &checked, &name).await?;
     Ok(VaultResponse::data(json!({ "name": policy.name, "policy": policy.policy })))
 }
 
+/// The older `sys/policy/{name}`: the text as `rules`, at the top level.
 async fn show_policy_legacy(
     State(state): State<AppState>,
     caller: Caller,
+    VaultPath(checked): VaultPath,
     Path(name): Path<String>,
 ) -> Result<VaultResponse> {
-    authorize(&state, &caller, &format!("sys/policy/{name}"), "read").await?;
-    let policy = policies::load(state.store.as_ref(), &name).await?.ok_or(BrokerError::NotFound)?;
+    let policy = read_policy(&state, &caller, &checked, &name).await?;
     Ok(VaultResponse::top_level(json!({ "name": policy.name, "rules": policy.policy })))
 }
 
+/// Writes a policy, from `sys/policies/acl/{name}` or the older `sys/policy/{name}`; the caller's
+/// policy is checked on the path the request came by, as Vault checks it.
 async fn write_policy(
     State(state): State<AppState>,
     caller: Caller,
+    VaultPath(checked): VaultPath,
     Path(name): Path<String>,
     body: VaultBody,
 ) -> Result<StatusCode> {
-    authorize(&state, &caller, &format!("sys/policies/acl/{name}"), "update").await?;
+    let exists = policies::load(state.store.as_ref(), &name).await?.is_some();
+    authorize(&state, &caller, &checked, Operation::write(exists).capability()).await?;
     let body = body.object()?;
     // `policy` is the current field; the older `sys/policy` endpoint took `rules`.
     let text = body.get("policy").or_else(|| body.get("rules")).and_then(Value::as_str);
@@ -125,15 +162,38 @@ async fn write_policy(
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn delete_policy(State(state): State<AppState>, caller: Caller, Path(name): Path<String>) -> Result<StatusCode> {
-    authorize(&state, &caller, &format!("sys/policies/acl/{name}"), "delete").await?;
+async fn delete_policy(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(name): Path<String>,
+) -> Result<StatusCode> {
+    authorize(&state, &caller, &checked, "delete").await?;
     policies::delete(state.store.as_ref(), &name).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
 async fn create_token(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
-    authorize(&state, &caller, "auth/token/create", "update").await?;
+    authorize(&state, &caller, tokens::CREATE_PATH, "update").await?;
     let body = body.object()?;
+    // As Vault: `no_parent` takes root or `sudo` on this path; `create-orphan` is ACL'd itself.
+    let orphan = flag(&body, "no_parent")?;
+    if orphan && !policies::allowed(state.store.as_ref(), &caller.0, tokens::CREATE_PATH, "sudo").await? {
+        return Err(BrokerError::invalid("root or sudo privileges required to create orphan token"));
+    }
+    let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, new_token(&body, orphan)?).await?;
+    Ok(VaultResponse::auth(tokens::auth(&secret, &token)))
+}
+
+async fn create_orphan(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
+    authorize(&state, &caller, tokens::CREATE_ORPHAN_PATH, "update").await?;
+    let new = new_token(&body.object()?, true)?;
+    let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, new).await?;
+    Ok(VaultResponse::auth(tokens::auth(&secret, &token)))
+}
+
+/// The token a create request asks for.
+fn new_token(body: &Map<String, Value>, orphan: bool) -> Result<tokens::NewToken> {
     let policies = match body.get("policies") {
         None | Some(Value::Null) => None,
         Some(Value::Array(items)) => Some(items.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
@@ -145,9 +205,21 @@ async fn create_token(State(state): State<AppState>, caller: Caller, body: Vault
         Some(value) => Some(duration::parse(value).map_err(BrokerError::invalid)?),
     };
     let display_name = body.get("display_name").and_then(Value::as_str).map(str::to_owned);
-    let new = tokens::NewToken { policies, ttl, display_name };
-    let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, new).await?;
-    Ok(VaultResponse::auth(tokens::auth(&secret, &token)))
+    Ok(tokens::NewToken { policies, ttl, display_name, orphan })
+}
+
+/// A boolean field as Vault's field data reads one: a JSON boolean or its string form.
+fn flag(body: &Map<String, Value>, name: &str) -> Result<bool> {
+    match body.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(value)) => Ok(*value),
+        Some(Value::String(raw)) => match raw.to_ascii_lowercase().as_str() {
+            "" | "false" | "f" | "0" => Ok(false),
+            "true" | "t" | "1" => Ok(true),
+            _ => Err(BrokerError::invalid(format!("{name} must be a boolean"))),
+        },
+        Some(_) => Err(BrokerError::invalid(format!("{name} must be a boolean"))),
+    }
 }
 
 async fn lookup_self(
@@ -165,6 +237,26 @@ async fn lookup_self(
 
 async fn revoke_self(State(state): State<AppState>, caller: Caller) -> Result<StatusCode> {
     authorize(&state, &caller, "auth/token/revoke-self", "update").await?;
-    tokens::revoke(state.store.as_ref(), &caller.0).await?;
+    tokens::revoke(&state, &caller.0).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+async fn revoke_token(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<StatusCode> {
+    authorize(&state, &caller, "auth/token/revoke", "update").await?;
+    let secret = required(&body.object()?, "token", "missing token ID")?;
+    tokens::revoke_secret(&state, &secret).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn revoke_accessor(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<StatusCode> {
+    authorize(&state, &caller, "auth/token/revoke-accessor", "update").await?;
+    let accessor = required(&body.object()?, "accessor", "missing accessor")?;
+    tokens::revoke_accessor(&state, &accessor).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// A string field that must be present and non-empty.
+fn required(body: &Map<String, Value>, name: &str, missing: &str) -> Result<String> {
+    let value = body.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty());
+    value.map(str::to_owned).ok_or_else(|| BrokerError::invalid(missing))
 }

@@ -7,8 +7,13 @@
 //!
 //! AWS caps IAM user names at 64 characters and STS federated user names at 32; a name over the
 //! cap would only fail later inside AWS after side effects began, so `render` refuses it up front.
+//!
+//! A template is written by whoever may write `config/root` and runs inside the server, so its
+//! size, nesting, constructs, values and output are bounded before and while gtmpl runs it (see
+//! `check_text` and `check_bounds`); errors never echo the rendered name.
 
 use std::collections::HashMap;
+use std::io::{self, Write};
 
 use base64::Engine as _;
 use chrono::{DateTime, Datelike, Timelike, Utc};
@@ -71,11 +76,10 @@ pub enum TemplateError {
     /// unknown field, an incomparable `eq`).
     #[error("username_template failed: {0}")]
     Render(String),
-    /// The rendered name is longer than AWS accepts for its kind.
-    #[error("the generated username `{name}` is {len} characters; {kind} usernames may have at most {max}")]
+    /// The rendered name is longer than AWS accepts for its kind. The name itself is left out: it
+    /// may carry what the template made of the caller's names, and it is not the caller's to see.
+    #[error("the generated username is {len} characters; {kind} usernames may have at most {max}")]
     TooLong {
-        /// The rendered name.
-        name: String,
         /// Its length in bytes (characters, for the ASCII names AWS accepts).
         len: usize,
         /// The cap for `kind`.
@@ -89,29 +93,64 @@ pub enum TemplateError {
 /// exhaust the function's memory.
 const RANDOM_MAX: i64 = 1024;
 
-const FUNCS: &[(&str, Func)] = &[
-    ("random", random as Func),
-    ("truncate", truncate as Func),
-    ("truncate_sha256", truncate_sha256 as Func),
-    ("uppercase", uppercase as Func),
-    ("lowercase", lowercase as Func),
-    ("replace", replace as Func),
-    ("sha256", sha256 as Func),
-    ("base64", base64_encode as Func),
-    ("unix_time", unix_time as Func),
-    ("unix_time_millis", unix_time_millis as Func),
-    ("timestamp", timestamp as Func),
-    ("uuid", uuid as Func),
-    ("eq", go_eq as Func),
-    ("ne", go_ne as Func),
+/// The longest template text, in bytes. The default template is about 300.
+pub const TEMPLATE_MAX: usize = 4096;
+/// The most `{{` a template may hold: its actions, each `if`, `with`, `else` and `end` included.
+/// The default template has 5.
+pub const ACTIONS_MAX: usize = 64;
+/// The most `(` a template may hold: its parenthesized pipelines. The default template has 8.
+pub const PARENS_MAX: usize = 64;
+/// The most bytes a function takes (all arguments together) or returns.
+pub const VALUE_MAX: usize = 4096;
+/// The most bytes a template may write: far beyond any user name AWS accepts.
+pub const OUTPUT_MAX: usize = 1024;
+/// The widest width or precision `printf` accepts.
+const WIDTH_MAX: usize = 64;
+/// The longest message of a render failure passed on (functions may quote their arguments).
+const MESSAGE_MAX: usize = 256;
+
+/// Wraps each function so that it refuses arguments and results over [`VALUE_MAX`].
+macro_rules! bounded {
+    ($($name:literal => $func:path),* $(,)?) => {
+        &[$(($name, {
+            fn bounded(args: &[Value]) -> Result<Value, FuncError> {
+                within_bounds($name, args, $func)
+            }
+            bounded as Func
+        })),*]
+    };
+}
+
+/// Vault's functions, and the gtmpl builtins that build strings (registered over gtmpl's own,
+/// so that they too are bounded); the other builtins return a value they were given or a bool.
+const FUNCS: &[(&str, Func)] = bounded![
+    "random" => random,
+    "truncate" => truncate,
+    "truncate_sha256" => truncate_sha256,
+    "uppercase" => uppercase,
+    "lowercase" => lowercase,
+    "replace" => replace,
+    "sha256" => sha256,
+    "base64" => base64_encode,
+    "unix_time" => unix_time,
+    "unix_time_millis" => unix_time_millis,
+    "timestamp" => timestamp,
+    "uuid" => uuid,
+    "eq" => go_eq,
+    "ne" => go_ne,
+    "printf" => printf,
+    "print" => gtmpl::funcs::print,
+    "println" => gtmpl::funcs::println,
+    "urlquery" => gtmpl::funcs::urlquery,
 ];
 
-/// Checks a template parses (for config/root writes), without rendering it for real.
+/// Checks a template parses and stays within its bounds (for config/root writes), without
+/// rendering it for real.
 ///
 /// Unknown functions are parse errors, as in Go; unknown fields and bad arguments only show at
 /// render time.
 pub fn validate(template: &str) -> Result<(), TemplateError> {
-    compile(template).map(drop)
+    on_template_stack(|| compile(template).map(drop))
 }
 
 /// Renders the username for `kind`, display name and policy (role) name; enforces the cap for the
@@ -120,21 +159,50 @@ pub fn validate(template: &str) -> Result<(), TemplateError> {
 /// As Vault does, every character of the display and policy names outside `[A-Za-z0-9+=,.@_-]`
 /// becomes `_` before the template sees it, so names built from them are valid AWS user names.
 pub fn render(template: &str, kind: UserKind, display_name: &str, policy_name: &str) -> Result<String, TemplateError> {
+    on_template_stack(|| render_here(template, kind, display_name, policy_name))
+}
+
+/// The stack gtmpl runs on. A debug build spends about 25 KiB per nesting level, so the deepest
+/// template the counts allow ([`ACTIONS_MAX`] + [`PARENS_MAX`] levels) needs about 3 MiB; the
+/// tests render it on a quarter of this. Only the pages used are committed.
+pub const STACK: usize = 16 * 1024 * 1024;
+
+/// Runs `work` on a thread of its own with a [`STACK`]-sized stack, and waits for it.
+///
+/// The thread does not contain a stack overflow — that aborts the process from any thread — so
+/// the counts in [`check_text`] bound the recursion; the thread gives that bounded recursion a
+/// stack of known size, whatever the caller (a tokio worker's 2 MiB) has already used. gtmpl
+/// starts a thread per parse anyway, for its lexer. A panic inside gtmpl fails this render only.
+fn on_template_stack<T: Send>(work: impl FnOnce() -> Result<T, TemplateError> + Send) -> Result<T, TemplateError> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new().name("username-template".to_owned()).stack_size(STACK);
+        let handle = thread
+            .spawn_scoped(scope, work)
+            .map_err(|_| TemplateError::Render("no thread is available to render the template".to_owned()))?;
+        handle.join().map_err(|_| TemplateError::Render("the template could not be rendered".to_owned()))?
+    })
+}
+
+fn render_here(template: &str, kind: UserKind, display_name: &str, policy_name: &str) -> Result<String, TemplateError> {
     let compiled = compile(template)?;
     let data = HashMap::from([
         ("Type".to_owned(), Value::from(kind.as_str())),
         ("DisplayName".to_owned(), Value::from(normalize_name(display_name))),
         ("PolicyName".to_owned(), Value::from(normalize_name(policy_name))),
     ]);
-    let name = compiled.render(&gtmpl::Context::from(Value::Object(data))).map_err(|err| match err {
+    let mut output = Output(Vec::new());
+    compiled.execute(&mut output, &gtmpl::Context::from(Value::Object(data))).map_err(|err| match err {
         ExecError::NoFiledFor(field, _) => {
             TemplateError::Render(format!("no field .{field}; templates see .Type, .DisplayName and .PolicyName"))
         }
-        other => TemplateError::Render(other.to_string()),
+        ExecError::IOError(_) => TemplateError::Render(format!("the template writes more than {OUTPUT_MAX} bytes")),
+        other => TemplateError::Render(prefix(&other.to_string(), MESSAGE_MAX).to_owned()),
     })?;
+    let name = String::from_utf8(output.0)
+        .map_err(|_| TemplateError::Render("the template writes bytes that are not UTF-8".to_owned()))?;
     let max = kind.max_len();
     if name.len() > max {
-        return Err(TemplateError::TooLong { len: name.len(), name, max, kind: kind.as_str() });
+        return Err(TemplateError::TooLong { len: name.len(), max, kind: kind.as_str() });
     }
     Ok(name)
 }
@@ -143,6 +211,7 @@ fn compile(template: &str) -> Result<gtmpl::Template, TemplateError> {
     if template.is_empty() {
         return Err(TemplateError::Invalid("the template is empty".to_owned()));
     }
+    check_text(template)?;
     let mut compiled = gtmpl::Template::with_name("username_template");
     compiled.add_funcs(FUNCS);
     compiled.parse(template).map_err(|err| match err {
@@ -150,7 +219,102 @@ fn compile(template: &str) -> Result<gtmpl::Template, TemplateError> {
         ParseError::WithContext(_, message) => TemplateError::Invalid(message),
         other => TemplateError::Invalid(other.to_string()),
     })?;
+    check_bounds(&compiled)?;
     Ok(compiled)
+}
+
+/// The bounds that hold before gtmpl sees the text: its length, and the counts of `{{` and `(`.
+///
+/// gtmpl takes no limits: its parser and evaluator recurse once per nested action or parenthesis,
+/// and it follows `{{template}}` calls 100 000 deep, far past any thread's stack. A stack
+/// overflow aborts the whole process whichever thread it happens on, so a thread with a small
+/// stack would not contain it; the recursion has to be bounded before it starts. Every nesting
+/// level opens with `{{` (`if`, `with`, `else if`, `range`) or `(`, so counting these characters
+/// in the raw text bounds the depth whatever gtmpl's lexer makes of them (one inside a string
+/// literal counts too: a conservative bound that needs no second lexer to agree with gtmpl's).
+fn check_text(template: &str) -> Result<(), TemplateError> {
+    if template.len() > TEMPLATE_MAX {
+        let len = template.len();
+        return Err(TemplateError::Invalid(format!("the template is {len} bytes; at most {TEMPLATE_MAX} are allowed")));
+    }
+    let actions = template.as_bytes().windows(2).filter(|pair| pair == b"{{").count();
+    if actions > ACTIONS_MAX {
+        return Err(TemplateError::Invalid(format!(
+            "the template has {actions} actions ({{{{); at most {ACTIONS_MAX} are allowed"
+        )));
+    }
+    let parens = template.bytes().filter(|&b| b == b'(').count();
+    if parens > PARENS_MAX {
+        return Err(TemplateError::Invalid(format!(
+            "the template has {parens} parentheses; at most {PARENS_MAX} are allowed"
+        )));
+    }
+    Ok(())
+}
+
+/// The bounds on the parsed template: one template, no `define`, `block` or `template` (the only
+/// way to call, and so to recurse) and no `range` (the only loop). Every node then runs at most
+/// once, so a render takes at most as many steps as the text has nodes; the functions bound each
+/// value ([`within_bounds`]) and [`Output`] the text written.
+///
+/// gtmpl's syntax tree is private, so the check reads its derived `Debug` text, in which every
+/// node is named by its variant: a string literal that spells a marker is refused too, never the
+/// reverse. The tests pin each construct, so a gtmpl release that renamed a node fails them.
+fn check_bounds(compiled: &gtmpl::Template) -> Result<(), TemplateError> {
+    const CALLS: &str = "define, block and template are not supported in username_template";
+    if compiled.tree_set.len() != 1 {
+        return Err(TemplateError::Invalid(CALLS.to_owned()));
+    }
+    let tree = format!("{:?}", compiled.tree_set.values().map(|tree| &tree.root).collect::<Vec<_>>());
+    if tree.contains("Template(TemplateNode {") {
+        return Err(TemplateError::Invalid(CALLS.to_owned()));
+    }
+    if tree.contains("Range(BranchNode {") {
+        return Err(TemplateError::Invalid("range is not supported in username_template".to_owned()));
+    }
+    Ok(())
+}
+
+/// Where a render writes: refuses to grow past [`OUTPUT_MAX`], which stops the render.
+struct Output(Vec<u8>);
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.0.len() + buf.len() > OUTPUT_MAX {
+            return Err(io::Error::other("the output bound is reached"));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Runs `func` only on arguments of at most [`VALUE_MAX`] bytes together, and refuses a result
+/// over it: no chain of actions can then build a value larger than that. (Functions that would
+/// grow a value many times over check the size before building it: `replace`, `printf`.)
+fn within_bounds(name: &str, args: &[Value], func: Func) -> Result<Value, FuncError> {
+    if args.iter().map(value_len).sum::<usize>() > VALUE_MAX {
+        return Err(FuncError::Generic(format!("{name}: its arguments exceed {VALUE_MAX} bytes")));
+    }
+    let result = func(args)?;
+    if value_len(&result) > VALUE_MAX {
+        return Err(FuncError::Generic(format!("{name}: its result exceeds {VALUE_MAX} bytes")));
+    }
+    Ok(result)
+}
+
+/// About how many bytes a value prints as.
+fn value_len(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(value_len).sum(),
+        Value::Object(fields) | Value::Map(fields) => fields.iter().map(|(k, v)| k.len() + value_len(v)).sum(),
+        Value::Number(n) => n.to_string().len(),
+        _ => 16,
+    }
 }
 
 fn normalize_name(name: &str) -> String {
@@ -248,7 +412,44 @@ fn replace(args: &[Value]) -> Result<Value, FuncError> {
     let find = string_arg("replace", &args[0])?;
     let with = string_arg("replace", &args[1])?;
     let s = string_arg("replace", &args[2])?;
+    // Each match can multiply the string; its length is known before it is built.
+    let matches = if find.is_empty() { s.chars().count() + 1 } else { s.matches(find).count() };
+    let len = (s.len() - matches * find.len()).saturating_add(matches.saturating_mul(with.len()));
+    if len > VALUE_MAX {
+        return Err(FuncError::Generic(format!("replace: its result would exceed {VALUE_MAX} bytes")));
+    }
     Ok(Value::from(s.replace(find, with)))
+}
+
+/// gtmpl's `printf`, refusing a width or precision over [`WIDTH_MAX`] (`%999999999d` would
+/// allocate that many bytes before any result could be checked) and one taken from an argument.
+fn printf(args: &[Value]) -> Result<Value, FuncError> {
+    if let Some(Value::String(format)) = args.first() {
+        check_widths(format)?;
+    }
+    gtmpl::funcs::printf(args)
+}
+
+/// Reads every `%` up to the verb letter that ends it (gtmpl's verbs), or to the end: a superset of
+/// the verbs gtmpl formats (`%%` included), so that no width escapes the check.
+fn check_widths(format: &str) -> Result<(), FuncError> {
+    const VERBS: &str = "vVtTbcdoqxXUeEfFgGsp";
+    for (start, _) in format.match_indices('%') {
+        let spec = format[start + 1..].split(|c| VERBS.contains(c)).next().unwrap_or_default();
+        if spec.contains('*') {
+            return Err(FuncError::Generic(
+                "printf: a width or precision from an argument (*) is not supported".into(),
+            ));
+        }
+        let too_wide = spec
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|digits| !digits.is_empty())
+            .any(|digits| digits.parse::<usize>().map_or(true, |n| n > WIDTH_MAX));
+        if too_wide {
+            return Err(FuncError::Generic(format!("printf: widths and precisions may be at most {WIDTH_MAX}")));
+        }
+    }
+    Ok(())
 }
 
 fn sha256(args: &[Value]) -> Result<Value, FuncError> {
@@ -757,9 +958,153 @@ mod tests {
     fn an_iam_name_over_64_characters_is_too_long() {
         assert_eq!(iam("{{ random 64 }}").unwrap().len(), 64);
         match iam("{{ random 65 }}") {
-            Err(TemplateError::TooLong { name, len: 65, max: 64, kind: "IAM" }) => assert_eq!(name.len(), 65),
+            Err(TemplateError::TooLong { len: 65, max: 64, kind: "IAM" }) => {}
             other => panic!("expected TooLong, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn too_long_never_echoes_the_rendered_name() {
+        let err = iam(r#"{{ printf "%s-%s" .DisplayName (random 70) }}"#).unwrap_err();
+        let message = err.to_string();
+        assert!(!message.contains("token-"), "{message}");
+        assert_eq!(message, "the generated username is 76 characters; IAM usernames may have at most 64");
+    }
+
+    fn refused(template: &str) -> String {
+        match validate(template) {
+            Err(TemplateError::Invalid(message)) => {
+                assert!(matches!(iam(template), Err(TemplateError::Invalid(_))), "render refuses {template:?} too");
+                message
+            }
+            other => panic!("expected {template:?} to be refused, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn templates_that_define_or_call_templates_are_refused_before_they_run() {
+        for template in [
+            r#"{{define "x"}}{{template "x"}}{{end}}{{template "x"}}"#,
+            r#"{{template "username_template"}}"#,
+            r#"{{block "x" .}}{{template "x" .}}{{end}}"#,
+            r#"{{define "x"}}a{{end}}{{ .DisplayName }}"#,
+            r#"{{ if true }}{{ else }}{{ with . }}{{ template "x" }}{{ end }}{{ end }}"#,
+        ] {
+            let message = refused(template);
+            assert!(message.contains("define, block and template"), "{template}: {message}");
+        }
+    }
+
+    #[test]
+    fn range_is_refused_so_that_every_action_runs_at_most_once() {
+        let message = refused("{{ range . }}{{ range . }}{{ range . }}x{{ end }}{{ end }}{{ end }}");
+        assert!(message.contains("range"), "{message}");
+    }
+
+    #[test]
+    fn a_string_that_spells_a_refused_node_is_refused_too_never_the_reverse() {
+        refused(r#"{{ "Range(BranchNode {" }}"#);
+        assert_eq!(iam(r#"{{ "template range define" }}"#).unwrap(), "template range define");
+    }
+
+    #[test]
+    fn deep_nesting_is_refused_before_gtmpl_parses_it() {
+        let parens = format!("{{{{ {}.DisplayName{} }}}}", "(".repeat(100_000), ")".repeat(100_000));
+        let message = refused(&parens[..TEMPLATE_MAX.min(parens.len())]);
+        assert!(message.contains("parentheses"), "{message}");
+        let ifs = format!("{}x{}", "{{if true}}".repeat(100), "{{end}}".repeat(100));
+        let message = refused(&ifs);
+        assert!(message.contains("actions"), "{message}");
+    }
+
+    #[test]
+    fn a_template_longer_than_its_bound_is_refused() {
+        let message = refused(&"x".repeat(TEMPLATE_MAX + 1));
+        assert!(message.contains(&format!("at most {TEMPLATE_MAX}")), "{message}");
+        assert!(validate(&format!("{{{{ .DisplayName }}}}{}", "x".repeat(TEMPLATE_MAX - 20))).is_ok());
+    }
+
+    /// The deepest nestings the bounds allow (nested `if`s, and a chain of `else if`, each nested in
+    /// the one before, around as many parentheses), rendered on a quarter of the stack that
+    /// `render` gives them.
+    #[test]
+    fn the_deepest_templates_the_bounds_allow_render_on_a_quarter_of_their_stack() {
+        let parens = format!("{{{{ {}.DisplayName{} }}}}", "(".repeat(PARENS_MAX), ")".repeat(PARENS_MAX));
+        let ifs = (ACTIONS_MAX - 1) / 2;
+        let nested = format!("{}{parens}{}", "{{ if true }}".repeat(ifs), "{{ end }}".repeat(ifs));
+        let chain = format!(
+            "{{{{ if false }}}}{}{{{{ else }}}}{parens}{{{{ end }}}}",
+            "{{ else if false }}".repeat(ACTIONS_MAX - 4)
+        );
+        for template in [nested, chain] {
+            validate(&template).unwrap();
+            let rendered = std::thread::Builder::new()
+                .stack_size(STACK / 4)
+                .spawn(move || render_here(&template, UserKind::Iam, "token", "deploy"))
+                .expect("a thread")
+                .join()
+                .expect("no overflow");
+            assert_eq!(rendered.unwrap(), "token");
+        }
+    }
+
+    #[test]
+    fn a_value_that_grows_past_its_bound_stops_the_render_without_echoing_it() {
+        let grow = r#"{{ $x := printf "%s%s%s%s%s%s%s%s" $x $x $x $x $x $x $x $x }}"#;
+        let template = format!("{{{{ $x := \"{}\" }}}}{}{{{{ $x }}}}", "a".repeat(64), grow.repeat(20));
+        let started = std::time::Instant::now();
+        let err = iam(&template).unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(5), "stopped quickly");
+        let message = err.to_string();
+        assert!(matches!(err, TemplateError::Render(_)), "{message}");
+        assert!(message.contains(&VALUE_MAX.to_string()) && !message.contains("aaaa"), "{message}");
+    }
+
+    #[test]
+    fn replace_refuses_a_result_past_the_bound_before_building_it() {
+        let template = r#"{{ $x := "aaaaaaaaaaaaaaaa" }}{{ $y := "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb" }}{{ replace "a" $y $x | replace "b" $y | replace "b" $y | truncate 8 }}"#;
+        let message = iam(template).unwrap_err().to_string();
+        assert!(message.contains("replace") && message.contains(&VALUE_MAX.to_string()), "{message}");
+        assert_eq!(iam(r#"{{ "a-b" | replace "" "." }}"#).unwrap(), ".a.-.b.");
+    }
+
+    #[test]
+    fn printf_refuses_widths_and_precisions_past_the_bound() {
+        for template in [
+            r#"{{ printf "%999999999d" 1 }}"#,
+            r#"{{ printf "%.99999f" 1.5 }}"#,
+            r#"{{ printf "%-65s" "a" }}"#,
+            r#"{{ printf "%*d" 999999999 1 }}"#,
+            r#"{{ printf "%[1]*d" 999999999 }}"#,
+            r#"{{ printf "%99999999999999999999999d" 1 }}"#,
+        ] {
+            let message = iam(template).unwrap_err().to_string();
+            assert!(message.contains("printf"), "{template}: {message}");
+        }
+        assert_eq!(iam(r#"{{ printf "%d-%.2f-%s" 42 1.5 "x" }}"#).unwrap(), "42-1.50-x");
+    }
+
+    #[test]
+    fn output_past_its_bound_stops_the_render() {
+        let template = "{{ random 1000 }}{{ random 1000 }}{{ random 1000 }}";
+        let err = iam(template).unwrap_err();
+        assert!(matches!(err, TemplateError::Render(_)), "{err}");
+        assert_eq!(
+            err.to_string(),
+            format!("username_template failed: the template writes more than {OUTPUT_MAX} bytes")
+        );
+    }
+
+    #[test]
+    fn print_println_and_urlquery_are_bounded_too() {
+        let big = r#"{{ $x := printf "%s%s%s%s" (random 1024) (random 1024) (random 1024) (random 1024) }}"#;
+        for call in ["print $x $x", "println $x $x"] {
+            let err = iam(&format!("{big}{{{{ {call} | truncate 8 }}}}")).unwrap_err();
+            assert!(err.to_string().contains(&VALUE_MAX.to_string()), "{call}: {err}");
+        }
+        let spaces = format!(r#"{{{{ $s := printf "%64s" "" }}}}{{{{ $t := print {}}}}}"#, "$s ".repeat(32));
+        let err = iam(&format!("{spaces}{{{{ urlquery $t | truncate 8 }}}}")).unwrap_err();
+        assert!(err.to_string().contains("urlquery"), "{err}");
     }
 
     #[test]

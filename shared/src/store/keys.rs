@@ -286,3 +286,31 @@ pub const TOKEN_REVOCATION_SCHEDULE: &str = "BREVOKE";
 pub fn organization_token(org_id: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), "ORGTOKEN")
 }
+
+/// A piece of VCS work waiting for the scheduled job: a repository's tags to read, or a
+/// version's archive to fetch.
+pub fn vcs_work(id: &str) -> Key {
+    Key::new(format!("VCSWORK#{id}"), "WORK")
+}
+
+/// The schedule partition (GSI1) where new repository syncs land, in the order they were
+/// recorded, until the job moves each to its organization's queue.
+pub const VCS_WORK_INBOX: &str = "VCSWORK";
+
+/// The schedule partition (GSI1) of one organization's VCS work, ordered by when each is due.
+pub fn vcs_work_queue(org_id: &str) -> String {
+    format!("VCSQUEUE#{org_id}")
+}
+
+/// An organization's turn in the VCS job's round, present while it has VCS work.
+pub fn vcs_work_turn(org_id: &str) -> Key {
+    Key::new(format!("VCSTURN#{org_id}"), "VCSTURN")
+}
+
+/// The schedule partition (GSI1) of the organizations' turns, ordered by when each has work due.
+pub const VCS_WORK_TURNS: &str = "VCSTURNS";
+
+/// The claim one upload takes on a local upload link, so that racing uploads have one winner.
+pub fn upload_claim(object_id: &str) -> Key {
+    Key::new(format!("UPLOADCLAIM#{object_id}"), "UPLOADCLAIM")
+}

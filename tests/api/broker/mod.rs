@@ -3,6 +3,11 @@
 //! `config/lease`, roles, credentials of all four types against the AWS emulator (checked in
 //! IAM itself), leases, static roles and their scheduled rotation, and `config/rotate-root`.
 
+mod acl;
+mod failures;
+mod paths;
+mod tokens;
+
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use hangar::config::Config;

@@ -13,6 +13,10 @@ pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
     Ok(VaultResponse::data(config::lease_data(&lease)).into_response())
 }
 
+pub async fn exists(request: &EngineRequest<'_>) -> Result<bool> {
+    config::lease_exists(request.state.store.as_ref(), &request.mount).await
+}
+
 pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
     config::write_lease(request.state.store.as_ref(), &request.mount, &request.object()?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())

@@ -14,6 +14,10 @@ pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
     Ok(VaultResponse::data(config::root_data(&root, request.state.config.edition)).into_response())
 }
 
+pub async fn exists(request: &EngineRequest<'_>) -> Result<bool> {
+    config::root_exists(request.state.store.as_ref(), &request.mount).await
+}
+
 pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
     config::write_root(request.state, &request.mount, &request.object()?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())

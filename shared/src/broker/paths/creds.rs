@@ -23,8 +23,7 @@ async fn generate(request: &EngineRequest<'_>, endpoint: Endpoint) -> Result<Res
     // The role before the parameters: a missing role is what a bad request hears first.
     let role = credentials::role(state.store.as_ref(), mount, request.name).await?;
     let params = parameters(request)?;
-    let display_name = &request.caller.0.display_name;
-    let issued = credentials::issue(state, mount, &role, endpoint, &params, display_name).await?;
+    let issued = credentials::issue(state, mount, &role, endpoint, &params, &request.caller.0).await?;
     Ok(VaultResponse::leased(issued.data, &issued.lease_id, issued.lease_duration, issued.renewable).into_response())
 }
 

@@ -24,6 +24,11 @@ pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
     Ok(VaultResponse::data(data).into_response())
 }
 
+/// A stored role exists even when it no longer validates: writing it is an update.
+pub async fn exists(request: &EngineRequest<'_>) -> Result<bool> {
+    Ok(roles::load(request.state.store.as_ref(), &request.mount, request.name).await?.is_some())
+}
+
 pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
     // Unlike the other paths, which take a `null` body as an empty one, a role write refuses it.
     if matches!(request.body, Some(Value::Null)) {

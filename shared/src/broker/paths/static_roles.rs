@@ -23,6 +23,10 @@ pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
     Ok(VaultResponse::top_level(fields).into_response())
 }
 
+pub async fn exists(request: &EngineRequest<'_>) -> Result<bool> {
+    Ok(statics::load(request.state.store.as_ref(), &request.mount, request.name).await?.is_some())
+}
+
 pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
     statics::write(request.state, &request.mount, request.name, &request.object()?).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
