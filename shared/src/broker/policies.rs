@@ -57,6 +57,12 @@ pub fn parse(name: &str, text: &str) -> Result<Policy> {
             return Err(BrokerError::invalid("failed to parse policy: a path block takes exactly one path"));
         };
         let path = label.as_str().trim_start_matches('/').to_owned();
+        // Vault refuses this when the policy is written: a `+` segment must be a whole segment.
+        if path.contains("+*") {
+            return Err(BrokerError::invalid(format!(
+                "failed to parse policy: path \"{path}\": invalid use of wildcards ('+*' is forbidden)"
+            )));
+        }
         let capabilities = block
             .body()
             .attributes()
@@ -352,5 +358,12 @@ mod tests {
             assert!(!grants(&policies, "aws/creds/prod", "read"));
             assert!(!grants(&policies, "aws/creds/prod", "update"));
         }
+    }
+
+    #[test]
+    fn a_plus_followed_by_a_glob_is_refused_when_written_as_vault_refuses_it() {
+        let refused = parse("p", r#"path "aws/+*" { capabilities = ["read"] }"#).unwrap_err();
+        assert!(refused.to_string().contains("'+*' is forbidden"), "{refused}");
+        assert!(parse("p", r#"path "aws/+/*" { capabilities = ["read"] }"#).is_ok());
     }
 }
