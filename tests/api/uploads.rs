@@ -15,6 +15,11 @@ const VPC: &str = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/
 /// `acme/vpc/aws` with version 1.0.0 pending; returns the app, the owners token and the link.
 async fn pending_version() -> (TestApp, String, String) {
     let (app, owners) = TestApp::with_organization("acme").await;
+    pending_version_on(app, owners).await
+}
+
+/// The same on an app whose organization `acme` exists already.
+async fn pending_version_on(app: TestApp, owners: String) -> (TestApp, String, String) {
     let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
     assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &owners, module).await.status, 201);
     let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
@@ -88,6 +93,21 @@ impl BlobStore for SwappedAfterFirstRead {
 #[tokio::test]
 async fn the_bytes_served_are_the_bytes_inspected_even_when_the_upload_is_replaced_midway() {
     let (app, owners, link) = pending_version().await;
+    served_bytes_are_inspected_bytes(app, owners, link).await;
+}
+
+#[tokio::test]
+async fn the_bytes_served_are_the_bytes_inspected_on_dynamodb_and_s3_too() {
+    let Some(app) = hangar_tests::spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let (app, owners, link) = pending_version_on(app, owners).await;
+    served_bytes_are_inspected_bytes(app, owners, link).await;
+}
+
+/// Puts a clean archive behind the link and ingests it while a replacement lands on the same
+/// link; the version must be `ok` and serve the clean archive.
+async fn served_bytes_are_inspected_bytes(app: TestApp, owners: String, link: String) {
     let upload = ObjectId::parse(link.split("/object/").nth(1).unwrap().split('?').next().unwrap()).unwrap();
     let files = tempfile::tempdir().unwrap();
     let (clean, hostile) = (files.path().join("clean.tar.gz"), files.path().join("hostile.tar.gz"));
@@ -107,6 +127,7 @@ async fn the_bytes_served_are_the_bytes_inspected_even_when_the_upload_is_replac
     let version = app.get(&format!("{VPC}/version?module_version=1.0.0"), &owners).await;
     assert_eq!(version.body["data"]["attributes"]["status"], "ok", "the clean archive was inspected");
     assert_eq!(served(&app, &owners).await, module_archive(), "and it, not the replacement, is served");
+    app.stop().await;
 }
 
 #[tokio::test]
