@@ -149,17 +149,6 @@ mod tests {
         SdkError::service_error(PutUserPolicyError::generic(meta), raw)
     }
 
-    fn kind(err: &CloudError) -> &'static str {
-        match err {
-            CloudError::NotFound(_) => "NotFound",
-            CloudError::LimitExceeded(_) => "LimitExceeded",
-            CloudError::Throttled(_) => "Throttled",
-            CloudError::Denied(_) => "Denied",
-            CloudError::Invalid(_) => "Invalid",
-            CloudError::Other(_) => "Other",
-        }
-    }
-
     #[test]
     fn each_code_has_its_kind_and_side() {
         let cases = [
@@ -180,7 +169,7 @@ mod tests {
         ];
         for (status, code, expected, on_aws_side) in cases {
             let err = classify("iam:PutUserPolicy", answered(status, code));
-            assert_eq!((kind(&err), err.is_on_aws_side()), (expected, on_aws_side), "{code}");
+            assert_eq!((err.kind(), err.is_on_aws_side()), (expected, on_aws_side), "{code}");
             assert_eq!(err.to_string(), format!("iam:PutUserPolicy: {code}: the service's {code}"));
             assert_eq!(err.fault().code(), Some(code));
             assert_eq!(err.fault().request_id(), Some("req-1"));

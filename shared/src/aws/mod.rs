@@ -144,6 +144,18 @@ impl CloudError {
         }
     }
 
+    /// The kind's name, for the log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CloudError::NotFound(_) => "NotFound",
+            CloudError::LimitExceeded(_) => "LimitExceeded",
+            CloudError::Throttled(_) => "Throttled",
+            CloudError::Denied(_) => "Denied",
+            CloudError::Invalid(_) => "Invalid",
+            CloudError::Other(_) => "Other",
+        }
+    }
+
     /// Whether the failure is AWS's or the network's rather than the request's (throttling, a
     /// service failure, no answer): the request may succeed when retried, and the caller learns
     /// nothing from AWS's details.

@@ -330,17 +330,6 @@ fn error_body(code: &str) -> String {
     )
 }
 
-fn kind(err: &CloudError) -> &'static str {
-    match err {
-        CloudError::NotFound(_) => "NotFound",
-        CloudError::LimitExceeded(_) => "LimitExceeded",
-        CloudError::Throttled(_) => "Throttled",
-        CloudError::Denied(_) => "Denied",
-        CloudError::Invalid(_) => "Invalid",
-        CloudError::Other(_) => "Other",
-    }
-}
-
 #[tokio::test]
 async fn error_codes_map_to_kinds() {
     let cases = [
@@ -357,7 +346,7 @@ async fn error_codes_map_to_kinds() {
     for (code, expected) in cases {
         let (cloud, _) = canned(400, error_body(code), 0).await;
         let err = cloud.put_user_policy("u", "p", "{}").await.expect_err(code);
-        assert_eq!(kind(&err), expected, "{code}: {err:?}");
+        assert_eq!(err.kind(), expected, "{code}: {err:?}");
         assert_eq!(err.to_string(), format!("iam:PutUserPolicy: {code}: canned {code}"));
     }
     let (cloud, _) = canned(500, "<html>upstream broke</html>", 0).await;
