@@ -70,6 +70,12 @@ impl ItemStore for CountingStore {
         found
     }
 
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
+        let found = self.inner.get_many(keys).await;
+        self.counters.count(keys.len(), 0);
+        found
+    }
+
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {
         self.counters.count(0, 1);
         self.inner.put(item, condition).await

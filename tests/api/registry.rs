@@ -28,13 +28,14 @@ async fn acme() -> (TestApp, String) {
     TestApp::with_organization("acme").await
 }
 
-/// Creates `acme/vpc/aws` version `v` and uploads `archive` to it; returns the version reply.
+/// Creates `acme/vpc/aws` version `v` and uploads `archive` to it; returns the version reply
+/// once ingest has settled it.
 async fn published(app: &TestApp, token: &str, v: &str, archive: Vec<u8>) -> Reply {
     let created = app.post(&format!("{VPC}/versions"), token, version(v)).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     let url = created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
     assert_eq!(app.upload(&url, archive).await, 200);
-    app.get(&format!("{VPC}/version?module_version={v}"), token).await
+    settled(app, token, v).await
 }
 
 fn statuses(module: &Reply) -> Vec<(String, String)> {
@@ -166,7 +167,7 @@ async fn a_version_is_created_pending_uploaded_without_a_token_and_becomes_ok() 
     let module_id = app.get(VPC, &owners).await.body["data"]["id"].clone();
     assert_eq!(data["relationships"]["registry-module"]["data"], json!({"id": module_id, "type": "registry-modules"}));
     let upload = data["links"]["upload"].as_str().unwrap().to_owned();
-    assert!(upload.contains("/object/"), "{upload}");
+    assert!(upload.contains("/upload/"), "{upload}");
     assert_eq!(statuses(&app.get(VPC, &owners).await), [("1.2.3-alpha+feature".into(), "pending".into())]);
 
     // The link carries no token, and a token sent along changes nothing.
@@ -180,6 +181,7 @@ async fn a_version_is_created_pending_uploaded_without_a_token_and_becomes_ok() 
         .await
         .unwrap();
     assert_eq!(sent.status(), 200);
+    settled(&app, &owners, "1.2.3-alpha%2Bfeature").await;
     let module_after = app.get(VPC, &owners).await;
     assert_eq!(module_after.body["data"]["attributes"]["status"], "setup_complete");
     assert_eq!(statuses(&module_after), [("1.2.3-alpha+feature".into(), "ok".into())]);
@@ -367,6 +369,7 @@ async fn every_deprecated_endpoint_behaves_as_its_replacement() {
     assert_eq!(created.status, 201, "{:?}", created.body);
     let upload = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
     assert_eq!(app.upload(&upload, module_archive()).await, 200);
+    settled(&app, &owners, "1.0.0").await;
     let shown = app.get("/api/v2/registry-modules/show/acme/vpc/aws", &owners).await;
     assert_eq!(shown.body["data"], app.get(VPC, &owners).await.body["data"]);
 
@@ -596,4 +599,142 @@ async fn a_module_published_by_hand_says_non_vcs() {
     let created = app.post(MODULES, &owners, module("vpc", "aws")).await;
     assert_eq!(created.body["data"]["attributes"]["publishing-mechanism"], "non_vcs");
     assert_eq!(app.get(VPC, &owners).await.body["data"]["attributes"]["publishing-mechanism"], "non_vcs");
+}
+
+/// Waits until the version is no longer `pending` (ingest runs after the upload, off the PUT).
+pub(crate) async fn settled(app: &TestApp, token: &str, v: &str) -> Reply {
+    app.settled(&format!("{VPC}/version?module_version={v}"), token).await
+}
+
+/// 80 distinct versions created from 40 tasks while the module is being downloaded: every
+/// create succeeds, the module lists every version, and every download is counted. Run here on
+/// SQLite and in `dynamodb` on DynamoDB.
+pub(crate) async fn distinct_versions_created_at_once_all_succeed_and_downloads_count(app: TestApp, owners: String) {
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    let created = app.post(&format!("{VPC}/versions"), &owners, version("0.1.0")).await;
+    let url = created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
+    assert_eq!(app.upload(&url, module_archive()).await, 200);
+    assert_eq!(settled(&app, &owners, "0.1.0").await.body["data"]["attributes"]["status"], "ok");
+
+    let app = std::sync::Arc::new(app);
+    let creates = (0..40).map(|task| {
+        let (app, owners) = (app.clone(), owners.clone());
+        tokio::spawn(async move {
+            let mut statuses = Vec::new();
+            for minor in 0..2 {
+                let v = format!("1.{minor}.{task}");
+                let reply = app.post(&format!("{VPC}/versions"), &owners, version(&v)).await;
+                statuses.push((v, reply.status.as_u16(), reply.body.to_string()));
+            }
+            statuses
+        })
+    });
+    let downloads = (0..20).map(|_| {
+        let (app, owners) = (app.clone(), owners.clone());
+        tokio::spawn(async move {
+            app.get("/api/registry/v1/modules/acme/vpc/aws/0.1.0/download", &owners).await.status.as_u16()
+        })
+    });
+    let creates: Vec<_> = creates.collect();
+    for download in downloads {
+        assert_eq!(download.await.unwrap(), 204);
+    }
+    for task in creates {
+        for (v, status, body) in task.await.unwrap() {
+            assert_eq!(status, 201, "version {v}: {body}");
+        }
+    }
+    let reply = app.get(VPC, &owners).await;
+    assert_eq!(statuses(&reply).len(), 81, "every version is listed");
+    let shown = app.get("/api/registry/v1/modules/acme/vpc/aws", &owners).await;
+    assert_eq!(shown.body["downloads"], 20, "every download is counted");
+}
+
+#[tokio::test]
+async fn distinct_versions_created_at_once_all_succeed_on_sqlite() {
+    let (app, owners) = acme().await;
+    distinct_versions_created_at_once_all_succeed_and_downloads_count(app, owners).await;
+}
+
+/// A module's versions are not bounded by one stored item: 5,000 versions with long
+/// pre-release labels (past DynamoDB's 400 KB item limit were they kept in the module's item)
+/// are all created, listed and shown.
+pub(crate) async fn a_module_with_5000_versions_lists_them_all(app: TestApp, owners: String) {
+    const COUNT: usize = 5_000;
+    const TASKS: usize = 16;
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    let label = "r".repeat(100);
+    let app = std::sync::Arc::new(app);
+    let creates = (0..TASKS).map(|task| {
+        let (app, owners, label) = (app.clone(), owners.clone(), label.clone());
+        tokio::spawn(async move {
+            for i in (task..COUNT).step_by(TASKS) {
+                let v = format!("1.0.{i}-{label}");
+                let reply = app.post(&format!("{VPC}/versions"), &owners, version(&v)).await;
+                assert_eq!(reply.status, 201, "version {i}: {:?}", reply.body);
+            }
+        })
+    });
+    for task in creates.collect::<Vec<_>>() {
+        task.await.unwrap();
+    }
+    let reply = app.get(VPC, &owners).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(statuses(&reply).len(), COUNT);
+    let listed = app.get(&format!("{VPC}/versions"), &owners).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], COUNT);
+    let one_more = app.post(&format!("{VPC}/versions"), &owners, version("2.0.0")).await;
+    assert_eq!(one_more.status, 201, "{:?}", one_more.body);
+}
+
+#[tokio::test]
+async fn a_module_with_5000_versions_lists_them_all_on_sqlite() {
+    let (app, owners) = acme().await;
+    a_module_with_5000_versions_lists_them_all(app, owners).await;
+}
+
+/// A module stored before versions and download counts had items of their own (its versions and
+/// count inside the module's item) reads as before and takes new versions under the same rules.
+#[tokio::test]
+async fn a_module_stored_in_the_older_layout_keeps_its_versions_and_downloads() {
+    use hangar::store::{keys, Condition, ItemStore};
+    let (app, owners) = acme().await;
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    assert_eq!(published(&app, &owners, "1.0.0", module_archive()).await.status, 200);
+    settled(&app, &owners, "1.0.0").await;
+
+    // Rewrite the module as the older layout stored it.
+    let store = app.store();
+    let org_id = app.get("/api/v2/organizations/acme", &owners).await.body["data"]["attributes"]["external-id"]
+        .as_str()
+        .expect("the organization's id")
+        .to_owned();
+    let module_key = keys::module(&org_id, None, "vpc", "aws");
+    let mut item = store.get(&module_key).await.unwrap().expect("the module's item");
+    let statuses_query = keys::version_statuses(&org_id, "vpc", "aws");
+    let entries: Vec<Value> = store
+        .query(statuses_query.clone())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|i| Value::Object(i.attrs.clone()))
+        .collect();
+    assert_eq!(entries.len(), 1);
+    for entry in store.query(statuses_query).await.unwrap().items {
+        store.delete(&entry.key, Condition::Always).await.unwrap();
+    }
+    item.attrs.remove("latest");
+    item.attrs.insert("versions".into(), Value::Array(entries));
+    item.attrs.insert("downloads".into(), json!(7));
+    store.put(item, Condition::Always).await.unwrap();
+
+    let reply = app.get(VPC, &owners).await;
+    assert_eq!(statuses(&reply), [("1.0.0".to_owned(), "ok".to_owned())]);
+    let shown = app.get("/api/registry/v1/modules/acme/vpc/aws", &owners).await;
+    assert_eq!((shown.body["version"].clone(), shown.body["downloads"].clone()), (json!("1.0.0"), json!(7)));
+    let sibling = app.post(&format!("{VPC}/versions"), &owners, version("1.0.0+other")).await;
+    assert_eq!(sibling.status, 422, "{:?}", sibling.body);
+    assert_eq!(app.post(&format!("{VPC}/versions"), &owners, version("1.1.0")).await.status, 201);
+    assert_eq!(statuses(&app.get(VPC, &owners).await).len(), 2);
 }

@@ -101,18 +101,24 @@ fn refusal(status: StatusCode, message: &str) -> Refusal {
 }
 
 /// The tags a repository lists, with their commits.
-fn tags_of(repo: &str) -> Vec<(&'static str, &'static str)> {
+fn tags_of(repo: &str) -> Vec<(String, &'static str)> {
+    let tags = |listed: &[(&str, &'static str)]| listed.iter().map(|(name, sha)| ((*name).to_owned(), *sha)).collect();
     match repo {
-        "terraform-aws-notags" => vec![("release-x", SHA_RELEASE), ("latest", SHA_MAIN), ("v1.2", SHA_110)],
-        "terraform-aws-longname" | "terraform-aws-archivedown" => vec![("v1.0.0", SHA_100)],
-        _ => vec![("v1.0.0", SHA_100), ("1.1.0", SHA_110), ("release-x", SHA_RELEASE)],
+        "terraform-aws-notags" => tags(&[("release-x", SHA_RELEASE), ("latest", SHA_MAIN), ("v1.2", SHA_110)]),
+        "terraform-aws-longname" | "terraform-aws-archivedown" => tags(&[("v1.0.0", SHA_100)]),
+        // More tags than one store transaction could add at once.
+        "terraform-aws-manytags" => (0..MANY_TAGS).map(|patch| (format!("v1.0.{patch}"), SHA_100)).collect(),
+        _ => tags(&[("v1.0.0", SHA_100), ("1.1.0", SHA_110), ("release-x", SHA_RELEASE)]),
     }
 }
 
+const MANY_TAGS: usize = 40;
+
 /// The commit a ref names: a listed tag, the tag pushed later, a branch or a commit SHA.
 fn commit_of(repo: &str, git_ref: &str) -> String {
-    let known = tags_of(repo).into_iter().chain([("v1.2.0", SHA_120), ("main", SHA_MAIN)]);
-    known.into_iter().find(|(name, _)| *name == git_ref).map_or_else(|| git_ref.to_owned(), |(_, sha)| sha.to_owned())
+    let later = [("v1.2.0", SHA_120), ("main", SHA_MAIN)].map(|(name, sha)| (name.to_owned(), sha));
+    let known = tags_of(repo).into_iter().chain(later);
+    known.into_iter().find(|(name, _)| name == git_ref).map_or_else(|| git_ref.to_owned(), |(_, sha)| sha.to_owned())
 }
 
 /// What `main.tf` holds at `git_ref`: it names the ref, so downloads tell versions apart.
@@ -553,6 +559,20 @@ async fn every_semver_tag_becomes_an_ok_version_and_other_tags_are_ignored() {
         !requests.iter().any(|r| r.contains("/tarball/release-x")),
         "a tag that is not a version is never fetched: {requests:?}"
     );
+}
+
+#[tokio::test]
+async fn a_repository_with_more_tags_than_one_transaction_holds_gets_every_version() {
+    let fx = fixture().await;
+    fx.published("acme-corp/terraform-aws-manytags").await;
+    let path = "/api/v2/organizations/acme/registry-modules/private/acme/manytags/aws";
+    let all_ok = fx
+        .until_as(&fx.owners, SETTLE * 6, path, "every tag a version", |attributes| {
+            let statuses = attributes["version-statuses"].as_array().map_or(&[][..], Vec::as_slice);
+            statuses.len() == MANY_TAGS && statuses.iter().all(|s| s["status"] == "ok")
+        })
+        .await;
+    assert_eq!(all_ok["status"], "setup_complete");
 }
 
 #[tokio::test]
@@ -1264,4 +1284,44 @@ async fn an_archive_that_keeps_failing_to_download_fails_its_version_after_the_l
     let reason = failed["vcs-repo"]["error"].as_str().unwrap_or_default();
     assert!(reason.contains("gave up after 8 attempts"), "{reason}");
     assert_eq!(failed["version-statuses"][0]["error"].as_str(), Some(reason), "the version says why too");
+}
+
+/// A connection's credential is sealed bound to its OAuth token: copied into another token's
+/// record (a tampered table, a restored item), it does not open there, so publishing through
+/// that token is refused with a generic error and the provider hears nothing.
+#[tokio::test]
+async fn a_sealed_credential_moved_to_another_oauth_token_does_not_open() {
+    use hangar::store::{keys, Condition, ItemStore};
+    let fx = fixture().await;
+    let body = json!({"data": {"type": "oauth-clients", "attributes": {
+        "service-provider": "github_enterprise",
+        "http-url": fx.gh.url,
+        "api-url": fx.gh.url,
+        "oauth-token-string": "gh-other-token",
+    }}});
+    let created = fx.app.post("/api/v2/organizations/acme/oauth-clients", &fx.owners, body).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let other = created.body["data"]["relationships"]["oauth-tokens"]["data"][0]["id"].as_str().unwrap().to_owned();
+    let org = fx.app.get("/api/v2/organizations/acme", &fx.owners).await;
+    let org_id = org.body["data"]["attributes"]["external-id"].as_str().unwrap().to_owned();
+
+    let store = fx.app.store();
+    let from = store.get(&keys::oauth_token(&org_id, &fx.oauth_token)).await.unwrap().expect("the first token");
+    let mut to = store.get(&keys::oauth_token(&org_id, &other)).await.unwrap().expect("the second token");
+    to.attrs.insert("sealed_token".into(), from.attrs["sealed_token"].clone());
+    store.put(to, Condition::Always).await.unwrap();
+
+    let reply =
+        fx.app.post(PUBLISH, &fx.owners, publish_body("acme-corp/terraform-aws-moved", &other, json!({}))).await;
+    assert_eq!(reply.status, 500, "{:?}", reply.body);
+    let text = reply.body.to_string();
+    assert!(!text.contains(GH_TOKEN) && !text.contains("gh-other-token"), "{text}");
+    assert_eq!(asked(&fx.gh, "terraform-aws-moved", "hooks"), 0, "the provider heard nothing");
+    let module = "/api/v2/organizations/acme/registry-modules/private/acme/moved/aws";
+    assert_eq!(fx.app.get(module, &fx.owners).await.status, 404);
+
+    let state = fx.app.second_state().await;
+    assert!(hangar::accounts::oauth::token_for(&state, &org_id, &other).await.is_err());
+    let own = hangar::accounts::oauth::token_for(&state, &org_id, &fx.oauth_token).await.unwrap();
+    assert_eq!(own.expect("the first connection").token, GH_TOKEN, "it still opens where it was sealed");
 }

@@ -12,10 +12,14 @@ use crate::auth::{Permission, Principal};
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
-use crate::store::{keys, parse_all, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Write};
+use crate::store::{
+    keys, parse_all, pointer, query_all, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write,
+};
 
 pub const PRIVATE_COUNT: &str = "private_module_count";
 pub const PUBLIC_COUNT: &str = "public_module_count";
+/// The attribute of a module's download count item.
+pub const DOWNLOADS: &str = "downloads";
 /// `publishing_mechanism` of a module that publishes a version for each tag of its repository.
 pub const TAGS: &str = "git_tag";
 /// `publishing-mechanism` as shown for a module not connected to a repository (stored as none).
@@ -53,9 +57,10 @@ pub struct Module {
     pub no_code: bool,
     pub created_at: String,
     pub updated_at: String,
-    /// Every version with its status, kept here so one read renders the module.
+    /// The version consumers get by default (see [`Module::offer`]); every version's status is
+    /// an item of its own (see [`statuses`]), so a module holds any number of versions.
     #[serde(default)]
-    pub versions: Vec<VersionStatus>,
+    pub latest: Option<VersionStatus>,
     #[serde(default)]
     pub test_config: Option<TestConfig>,
     /// `git_tag` or `branch` for modules published from VCS.
@@ -64,15 +69,18 @@ pub struct Module {
     /// The repository of a module published from VCS.
     #[serde(default)]
     pub vcs_repo: Option<VcsRepo>,
-    /// The first paragraph of the latest ingested README, for the registry protocol.
+    /// The first paragraph of the latest version's README, for the registry protocol.
     #[serde(default)]
     pub description: Option<String>,
-    /// Downloads through the registry protocol.
-    #[serde(default)]
-    pub downloads: u64,
     /// Bumped by every change; writes are conditional on it (optimistic concurrency).
     #[serde(default)]
     pub revision: u64,
+    /// What modules stored before versions and downloads had items of their own; [`load`] moves
+    /// them out.
+    #[serde(default, rename = "versions", skip_serializing)]
+    pub(super) legacy_versions: Vec<VersionStatus>,
+    #[serde(default, rename = "downloads", skip_serializing)]
+    pub(super) legacy_downloads: i64,
 }
 
 /// A module's repository, as publishing recorded it.
@@ -117,13 +125,14 @@ impl Module {
             no_code,
             created_at: now.clone(),
             updated_at: now,
-            versions: Vec::new(),
+            latest: None,
             test_config: None,
             publishing_mechanism: None,
             vcs_repo: None,
             description: None,
-            downloads: 0,
             revision: 0,
+            legacy_versions: Vec::new(),
+            legacy_downloads: 0,
         }
     }
 
@@ -157,24 +166,25 @@ impl Module {
         }
     }
 
-    /// The `ok` versions, lowest first in semantic-version order.
-    pub fn ok_versions(&self) -> Vec<(semver::Version, &VersionStatus)> {
-        let mut ok: Vec<_> = self
-            .versions
-            .iter()
-            .filter(|v| v.status == OK)
-            .filter_map(|v| Some((semver::Version::parse(&v.version).ok()?, v)))
-            .collect();
-        ok.sort_by(|a, b| a.0.cmp(&b.0));
-        ok
+    /// Makes an `ok` version the latest if consumers should now get it by default: it ranks
+    /// above the current latest. Tells whether it did.
+    pub fn offer(&mut self, version: &VersionStatus, description: Option<String>) -> bool {
+        let becomes_latest = version.status == OK
+            && self.latest.as_ref().is_none_or(|latest| latest_rank(&version.version) > latest_rank(&latest.version));
+        if becomes_latest {
+            self.latest = Some(version.clone());
+            self.description = description;
+        }
+        becomes_latest
     }
 
-    /// The version consumers get by default: the highest stable `ok` version, else the highest
-    /// prerelease.
-    pub fn latest_ok(&self) -> Option<&VersionStatus> {
-        let ok = self.ok_versions();
-        let stable = ok.iter().rev().find(|(v, _)| v.pre.is_empty());
-        stable.or(ok.last()).map(|(_, status)| *status)
+    pub fn downloads_key(&self) -> Key {
+        keys::module_downloads(
+            &self.org_id,
+            self.namespace.as_ref().map(Namespace::as_str),
+            self.name.as_str(),
+            self.provider.as_str(),
+        )
     }
 
     /// Whether the module publishes a version for each tag of its repository.
@@ -193,7 +203,71 @@ impl Module {
             Write::Delete { key: self.key(), condition: Condition::equals("revision", self.revision) },
             pointer::remove(&self.id),
             join(&self.org_id, self.counter(), -1),
+            Write::Delete { key: self.downloads_key(), condition: Condition::Always },
         ]
+    }
+}
+
+/// A module is addressed by its id too (`/registry-modules/mod-…`): an id of another kind
+/// reads as absent.
+impl pointer::Addressed for Module {
+    const KIND: crate::ids::Kind = crate::ids::Kind::Module;
+}
+
+/// How a version ranks for being the one consumers get by default: any stable version above
+/// any prerelease, then by semantic version. A version that does not parse ranks lowest.
+fn latest_rank(version: &str) -> Option<(bool, semver::Version)> {
+    let version = semver::Version::parse(version).ok()?;
+    Some((version.pre.is_empty(), version))
+}
+
+/// A version without its build metadata: its place in SemVer's order, shared by no other version.
+pub(super) fn precedence(version: &str) -> &str {
+    version.split_once('+').map_or(version, |(ranked, _)| ranked)
+}
+
+/// Every version of a private module with its status, lowest first in semantic-version order.
+pub async fn statuses(store: &dyn ItemStore, module: &Module) -> Result<Vec<VersionStatus>> {
+    if !module.is_private() {
+        return Ok(Vec::new());
+    }
+    let query = keys::version_statuses(&module.org_id, module.name.as_str(), module.provider.as_str());
+    let mut statuses: Vec<VersionStatus> = query_all_as(store, query).await?;
+    statuses.sort_by_cached_key(|status| semver::Version::parse(&status.version).ok());
+    Ok(statuses)
+}
+
+/// The `ok` versions among `statuses`, in their order.
+pub fn ok_versions(statuses: &[VersionStatus]) -> impl Iterator<Item = &VersionStatus> {
+    statuses.iter().filter(|status| status.status == OK)
+}
+
+/// The version consumers get by default among `statuses`: the highest stable `ok` version, else
+/// the highest prerelease.
+pub(super) fn latest_of(statuses: &[VersionStatus]) -> Option<&VersionStatus> {
+    ok_versions(statuses).max_by_key(|status| latest_rank(&status.version))
+}
+
+/// A module as the management API shows it: with every version's status.
+pub struct Shown {
+    pub module: Module,
+    pub statuses: Vec<VersionStatus>,
+}
+
+impl Shown {
+    pub async fn read(store: &dyn ItemStore, module: Module) -> Result<Self> {
+        let statuses = statuses(store, &module).await?;
+        Ok(Shown { module, statuses })
+    }
+
+    /// A new module, which has no versions yet.
+    pub fn new(module: Module) -> Self {
+        Shown { module, statuses: Vec::new() }
+    }
+
+    /// Several modules, their statuses read concurrently.
+    pub async fn read_all(store: &dyn ItemStore, modules: Vec<Module>) -> Result<Vec<Self>> {
+        futures::future::try_join_all(modules.into_iter().map(|module| Shown::read(store, module))).await
     }
 }
 
@@ -248,8 +322,56 @@ pub(super) fn check_curation(state: &AppState, registry: RegistryName) -> Result
     Ok(())
 }
 
-pub(super) async fn load(store: &dyn ItemStore, key: &Key) -> Result<Module> {
-    store.get(key).await?.ok_or(RegistryError::NotFound)?.parse().map_err(RegistryError::from)
+pub(crate) async fn load(store: &dyn ItemStore, key: &Key) -> Result<Module> {
+    let module = store.get(key).await?.ok_or(RegistryError::NotFound)?.parse()?;
+    upgraded(store, module).await
+}
+
+/// Parses listed modules, upgrading any stored in the older layout.
+pub(crate) async fn parse_modules(store: &dyn ItemStore, items: &[Item]) -> Result<Vec<Module>> {
+    let mut modules = Vec::with_capacity(items.len());
+    for module in parse_all(items)? {
+        modules.push(upgraded(store, module).await?);
+    }
+    Ok(modules)
+}
+
+/// A module stored before each version's status and the download count had items of their own,
+/// moved to that layout: the statuses first (idempotent), then the module, on its revision.
+async fn upgraded(store: &dyn ItemStore, mut module: Module) -> Result<Module> {
+    if module.legacy_versions.is_empty() && module.legacy_downloads == 0 {
+        return Ok(module);
+    }
+    let legacy = std::mem::take(&mut module.legacy_versions);
+    let status_writes = legacy.iter().map(|status| {
+        let key = keys::version_status(
+            &module.org_id,
+            module.name.as_str(),
+            module.provider.as_str(),
+            precedence(&status.version),
+        );
+        Ok(Write::Put { item: Item::from_value(key, status)?, condition: Condition::Always })
+    });
+    for chunk in status_writes.collect::<Result<Vec<_>>>()?.chunks(crate::store::MAX_TRANSACTION_WRITES) {
+        store.transact(chunk.to_vec()).await?;
+    }
+    module.latest = latest_of(&legacy).cloned();
+    let downloads = std::mem::take(&mut module.legacy_downloads);
+    let revision = module.revision;
+    module.revision += 1;
+    let writes = vec![
+        Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) },
+        Write::Update {
+            key: module.downloads_key(),
+            ops: vec![UpdateOp::Add(DOWNLOADS.into(), downloads)],
+            condition: Condition::Always,
+        },
+    ];
+    match store.transact(writes).await {
+        // Another request upgraded it first.
+        Err(e) if e.failed_write() == Some(0) => Box::pin(load(store, &module.key())).await,
+        other => other.map(|()| module).map_err(Into::into),
+    }
 }
 
 /// Changes a module with optimistic concurrency. `change` edits the module and returns further
@@ -346,7 +468,8 @@ pub(super) async fn insert(store: &dyn ItemStore, module: &Module) -> Result<()>
     }
 }
 
-pub async fn get(
+/// The module at an address, if the principal may read it.
+pub(super) async fn readable(
     state: &AppState,
     principal: &Principal,
     org_name: &str,
@@ -359,12 +482,24 @@ pub async fn get(
     Ok((module, org))
 }
 
-pub async fn get_by_id(state: &AppState, principal: &Principal, id: &str) -> Result<(Module, Organization)> {
+pub async fn get(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+) -> Result<(Shown, Organization)> {
+    let (module, org) = readable(state, principal, org_name, address, provider).await?;
+    Ok((Shown::read(state.store.as_ref(), module).await?, org))
+}
+
+pub async fn get_by_id(state: &AppState, principal: &Principal, id: &str) -> Result<(Shown, Organization)> {
     let store = state.store.as_ref();
-    let module: Module = pointer::follow(store, id).await?.ok_or(RegistryError::NotFound)?.parse()?;
+    let module: Module = pointer::resolve(store, id).await?.ok_or(RegistryError::NotFound)?;
     access::require(principal, &module.org_id, Permission::Read)?;
     let org = access::get_by_id(store, &module.org_id).await?;
-    Ok((module, org))
+    let module = upgraded(store, module).await?;
+    Ok((Shown::read(store, module).await?, org))
 }
 
 /// The list's filters; all optional.
@@ -396,27 +531,28 @@ pub async fn list(
     org_name: &str,
     filter: &ModuleFilter,
     page: &PageRequest,
-) -> Result<(Vec<Module>, usize, Organization)> {
+) -> Result<(Vec<Shown>, usize, Organization)> {
     let store = state.store.as_ref();
     let org = organization(store, principal, org_name, Permission::Read).await?;
     if filter.organization_name.as_deref().is_some_and(|name| name != org.name) {
         return Ok((Vec::new(), 0, org));
     }
     let query = keys::modules(&org.id, filter.registry.map(RegistryName::as_str));
-    if filter.q.is_none() && filter.provider.is_none() {
+    let (modules, total) = if filter.q.is_none() && filter.provider.is_none() {
         let total = match filter.registry {
             Some(RegistryName::Private) => org.private_module_count,
             Some(RegistryName::Public) => org.public_module_count,
             None => org.private_module_count + org.public_module_count,
         };
-        let modules = parse_all(&page.fetch(store, query).await?)?;
-        return Ok((modules, total, org));
-    }
-    // Searching reads the organization's modules once and filters them here.
-    let all: Vec<Module> = query_all_as(store, query).await?;
-    let matching: Vec<Module> = all.into_iter().filter(|m| filter.matches(m, &org)).collect();
-    let total = matching.len();
-    Ok((page.slice(matching), total, org))
+        (parse_modules(store, &page.fetch(store, query).await?).await?, total)
+    } else {
+        // Searching reads the organization's modules once and filters them here.
+        let all = parse_modules(store, &query_all(store, query).await?).await?;
+        let matching: Vec<Module> = all.into_iter().filter(|m| filter.matches(m, &org)).collect();
+        let total = matching.len();
+        (page.slice(matching), total)
+    };
+    Ok((Shown::read_all(store, modules).await?, total, org))
 }
 
 /// A change to a module that a layer above the core defines (publishing's switch between tags
@@ -441,7 +577,7 @@ pub async fn update(
     address: &Address,
     provider: &str,
     changes: ModuleChanges<'_>,
-) -> Result<(Module, Organization)> {
+) -> Result<(Shown, Organization)> {
     let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
     if address.registry != RegistryName::Private {
         return Err(RegistryError::NotFound);
@@ -464,5 +600,5 @@ pub async fn update(
     .await?;
     // A switch to tags recorded a sync for the job.
     state.work.notify_one();
-    Ok((module, org))
+    Ok((Shown::read(state.store.as_ref(), module).await?, org))
 }

@@ -3,13 +3,14 @@
 
 use serde_json::{json, Value};
 
-use super::modules::{Module, NON_VCS};
+use super::modules::{Shown, NON_VCS};
 use super::versions::ModuleVersion;
 use crate::accounts::access::Organization;
 use crate::api::Resource;
 use crate::auth::{Permission, Principal};
 
-pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Resource {
+pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resource {
+    let module = &shown.module;
     let namespace = module.namespace_in(org);
     let manages = principal.can(&org.id, Permission::ManageModules);
     let mut attributes = json!({
@@ -18,8 +19,8 @@ pub fn module(module: &Module, org: &Organization, principal: &Principal) -> Res
         "provider": module.provider,
         "registry-name": module.registry,
         "status": module.status,
-        "version-statuses": module
-            .versions
+        "version-statuses": shown
+            .statuses
             .iter()
             .map(|v| json!({ "version": v.version, "status": v.status, "error": v.error }))
             .collect::<Vec<_>>(),

@@ -9,7 +9,7 @@ use axum::routing::{get, post, MethodRouter};
 use axum::Router;
 use serde::Deserialize;
 
-use super::modules::{self, Address, ModuleChange, ModuleChanges, ModuleFilter, NewModule};
+use super::modules::{self, Address, ModuleChange, ModuleChanges, ModuleFilter, NewModule, Shown};
 use super::names::RegistryName;
 use super::publishing::{self, PublishRequest};
 use super::render;
@@ -32,7 +32,6 @@ pub fn router() -> Router<AppState> {
         .route("/webhooks/vcs/{uuid}", post(webhook).layer(DefaultBodyLimit::max(publishing::MAX_DELIVERY_BYTES)))
         .route(MODULE, delete_only(delete_module))
         .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
-        .route(&format!("{PROVIDER}/"), axum::routing::patch(update_module))
         .route(&format!("{PROVIDER}/versions"), get(list_versions).post(create_version))
         .route(&format!("{PROVIDER}/version"), get(show_version))
         .route(&format!("{PROVIDER}/{{version}}"), delete_only(delete_version))
@@ -162,7 +161,7 @@ async fn create_module(
         no_code: attrs.no_code,
     };
     let (module, org) = modules::create(&state, &principal, &org, new).await?;
-    Ok(Document::one(render::module(&module, &org, &principal)).created())
+    Ok(Document::one(render::module(&Shown::new(module), &org, &principal)).created())
 }
 
 async fn show_module(
@@ -292,9 +291,9 @@ async fn list_versions(
     Path(path): Path<ProviderPath>,
     listing: Listing,
 ) -> Result<Document> {
-    let (all, _, _) = versions::list(&state, &principal, &path.org, &path.address()?, &path.provider).await?;
-    let total = all.len();
-    let resources = listing.page.slice(all).iter().map(|version| render::version(version, None)).collect();
+    let address = path.address()?;
+    let (page, total) = versions::list(&state, &principal, &path.org, &address, &path.provider, &listing.page).await?;
+    let resources = page.iter().map(|version| render::version(version, None)).collect();
     Ok(Document::page(resources, &listing.envelope(total)))
 }
 
@@ -399,7 +398,7 @@ async fn publish_module(
 ) -> Result<Document> {
     let request = publish_request(&body)?;
     let (module, org) = publishing::publish(&state, &principal, &org, &base, request).await?;
-    Ok(Document::one(render::module(&module, &org, &principal)).created())
+    Ok(Document::one(render::module(&Shown::new(module), &org, &principal)).created())
 }
 
 /// The deprecated form: the organization is the OAuth token's.
@@ -412,7 +411,7 @@ async fn deprecated_publish_module(
     let request = publish_request(&body)?;
     let org = publishing::organization_of_token(state.store.as_ref(), request.oauth_token_id.as_deref()).await?;
     let (module, org) = publishing::publish(&state, &principal, &org, &base, request).await?;
-    Ok(Document::one(render::module(&module, &org, &principal)).created())
+    Ok(Document::one(render::module(&Shown::new(module), &org, &principal)).created())
 }
 
 /// A VCS provider's delivery: answered at once, the work it records runs off the request path.

@@ -6,18 +6,18 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::error::{RegistryError, Result};
-use super::modules::{self, load, modify, organization, Address, Module, VersionStatus};
+use super::modules::{self, latest_of, load, organization, precedence, statuses, Address, Module, VersionStatus};
 use super::names::{parse_version, RegistryName};
 use super::status::{OK, PENDING};
 use crate::accounts::access::Organization;
-use crate::api::{timestamp, Field};
+use crate::api::{timestamp, Field, PageRequest};
 use crate::auth::{Permission, Principal};
 use crate::blobs::{BlobStore, ObjectId};
 use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::owned::BLOB;
 use crate::store::{
-    keys, parse_all, query_all, query_all_as, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES,
+    keys, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write, MAX_TRANSACTION_WRITES,
 };
 
 /// How long an upload link stays valid.
@@ -113,6 +113,15 @@ impl ModuleVersion {
         Ok(item)
     }
 
+    /// Where the version's entry in its module's list of versions lives.
+    pub(super) fn status_key(&self) -> Key {
+        keys::version_status(&self.org_id, &self.name, &self.provider, precedence(&self.version))
+    }
+
+    pub(super) fn status_item(&self) -> Result<Item> {
+        Ok(Item::from_value(self.status_key(), &self.status_entry())?)
+    }
+
     /// The objects this version holds in the blob store.
     pub(super) fn objects(&self) -> impl Iterator<Item = ObjectId> + '_ {
         self.upload.iter().chain(self.archive.iter()).filter_map(|id| ObjectId::parse(id))
@@ -176,60 +185,79 @@ pub async fn accept(
     Ok(AcceptedVersion { module, version, commit_sha: new.commit_sha })
 }
 
-/// Another version of the module that SemVer ranks equal to `version` (`1.0.0+a` and `1.0.0+b`):
-/// which of the two `terraform init` would get is undefined, so only one may exist.
-pub(super) fn same_precedence<'m>(module: &'m Module, version: &str) -> Option<&'m str> {
-    let wanted = semver::Version::parse(version).ok()?;
-    module.versions.iter().map(|v| v.version.as_str()).find(|existing| {
-        *existing != version
-            && semver::Version::parse(existing).is_ok_and(|v| v.cmp_precedence(&wanted) == std::cmp::Ordering::Equal)
-    })
+/// Why a version could not be added: its place in SemVer's order is taken, by the same version
+/// or by one that differs only in build metadata.
+pub(crate) struct Taken {
+    pub existing: String,
 }
 
-/// Adds a `pending` version to its module: the writes of the version and of the upload it
-/// waits for, to commit with the module's (see [`modules::modify`]). They fail at their first
-/// write if the version exists.
-pub(super) fn add_pending(module: &mut Module, version: &ModuleVersion) -> Result<Vec<Write>> {
-    if let Some(existing) = same_precedence(module, &version.version) {
-        return Err(RegistryError::invalid(
-            Field::Attribute("version"),
+impl Taken {
+    /// The answer to a client that asked for `version`.
+    pub(crate) fn refusal(&self, version: &str) -> RegistryError {
+        let detail = if self.existing == version {
+            format!("version {version} already exists")
+        } else {
             format!(
-                "version {} differs from version {existing} only in build metadata, which does not order versions",
-                version.version
-            ),
-        ));
+                "version {version} differs from version {} only in build metadata, which does not order versions",
+                self.existing
+            )
+        };
+        RegistryError::invalid(Field::Attribute("version"), detail)
     }
-    module.versions.push(version.status_entry());
-    let mut writes = vec![Write::Put { item: version.to_item()?, condition: Condition::NotExists }];
+}
+
+/// Adds a `pending` version to its module in one transaction with `extra`: the version, its
+/// entry in the module's list (keyed by its precedence, so it fails for a version SemVer ranks
+/// equal to an existing one) and the upload it waits for. The module itself is only bumped
+/// (`ADD revision`), never rewritten: creates of distinct versions do not contend, while every
+/// read-modify-write of the module (a delete among them) sees that it changed.
+pub(crate) async fn insert_pending(
+    store: &dyn ItemStore,
+    module: &Module,
+    version: &ModuleVersion,
+    extra: Vec<Write>,
+) -> Result<std::result::Result<(), Taken>> {
+    let bump = vec![UpdateOp::Add("revision".into(), 1), UpdateOp::set("updated_at", version.created_at.clone())];
+    let mut writes = vec![
+        Write::Update { key: module.key(), ops: bump, condition: Condition::Exists },
+        Write::Put { item: version.to_item()?, condition: Condition::NotExists },
+        Write::Put { item: version.status_item()?, condition: Condition::NotExists },
+    ];
     if let Some(upload) = &version.upload {
         let pending = PendingUpload { module: module.key(), version: version.key() };
         let item = Item::from_value(keys::pending_upload(upload), &pending)?;
         writes.push(Write::Put { item, condition: Condition::NotExists });
     }
-    Ok(writes)
+    writes.extend(extra);
+    match store.transact(writes).await {
+        Ok(()) => Ok(Ok(())),
+        Err(e) if e.failed_write() == Some(0) => Err(RegistryError::NotFound),
+        Err(e) if matches!(e.failed_write(), Some(1 | 2)) => {
+            let holder = store.get(&version.status_key()).await?;
+            let existing = match holder {
+                Some(item) => item.parse::<VersionStatus>()?.version,
+                None => version.version.clone(),
+            };
+            Ok(Err(Taken { existing }))
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Creates an accepted version that waits for an upload to its link.
 pub async fn create(state: &AppState, accepted: AcceptedVersion) -> Result<CreatedVersion> {
     let AcceptedVersion { module, version: semver, commit_sha } = accepted;
+    if module.publishes_from_tags() {
+        return Err(RegistryError::invalid(
+            Field::Attribute("version"),
+            "this module publishes a version for each tag of its repository; versions cannot be created by hand",
+        ));
+    }
     let upload = ObjectId::generate();
-    let (module, version) = modify(state.store.as_ref(), &module.key(), |module| {
-        if module.publishes_from_tags() {
-            return Err(RegistryError::invalid(
-                Field::Attribute("version"),
-                "this module publishes a version for each tag of its repository; versions cannot be created by hand",
-            ));
-        }
-        let version = ModuleVersion::pending(module, &semver, API_SOURCE, commit_sha.clone(), &upload);
-        Ok((add_pending(module, &version)?, version))
-    })
-    .await
-    .map_err(|e| match e {
-        RegistryError::Store(e) if e.failed_write() == Some(1) => {
-            RegistryError::invalid(Field::Attribute("version"), format!("version {semver} already exists"))
-        }
-        other => other,
-    })?;
+    let version = ModuleVersion::pending(&module, &semver, API_SOURCE, commit_sha, &upload);
+    if let Err(taken) = insert_pending(state.store.as_ref(), &module, &version, Vec::new()).await? {
+        return Err(taken.refusal(&version.version));
+    }
     let upload_url = upload_url(state.blobs.as_ref(), &version).await?;
     Ok(CreatedVersion { version, module, upload_url })
 }
@@ -265,25 +293,34 @@ pub async fn read(
     provider: &str,
     version: &str,
 ) -> Result<(ModuleVersion, Module, Organization)> {
-    let (module, org) = modules::get(state, principal, org_name, address, provider).await?;
+    let (module, org) = modules::readable(state, principal, org_name, address, provider).await?;
     let key = keys::module_version(&org.id, &address.name, provider, version);
     let version = state.store.get(&key).await?.ok_or(RegistryError::NotFound)?.parse()?;
     Ok((version, module, org))
 }
 
-/// Every version of one provider, in semantic-version order.
+/// One page of a provider's versions in semantic-version order, and how many there are: the
+/// order comes from the versions' small status entries, and only the page's versions are read.
 pub async fn list(
     state: &AppState,
     principal: &Principal,
     org_name: &str,
     address: &Address,
     provider: &str,
-) -> Result<(Vec<ModuleVersion>, Module, Organization)> {
-    let (module, org) = modules::get(state, principal, org_name, address, provider).await?;
-    let items = query_all(state.store.as_ref(), keys::module_versions(&org.id, &address.name, provider)).await?;
-    let mut versions: Vec<ModuleVersion> = parse_all(&items)?;
-    versions.sort_by_cached_key(|v| semver::Version::parse(&v.version).ok());
-    Ok((versions, module, org))
+    page: &PageRequest,
+) -> Result<(Vec<ModuleVersion>, usize)> {
+    let store = state.store.as_ref();
+    let (module, org) = modules::readable(state, principal, org_name, address, provider).await?;
+    let statuses = statuses(store, &module).await?;
+    let total = statuses.len();
+    let keys: Vec<Key> = page
+        .slice(statuses)
+        .iter()
+        .map(|s| keys::module_version(&org.id, &address.name, provider, &s.version))
+        .collect();
+    let versions =
+        store.get_many(&keys).await?.into_iter().flatten().map(|item| item.parse()).collect::<Result<_, _>>()?;
+    Ok((versions, total))
 }
 
 /// The organization of a private module the principal owns. The version and provider forms of
@@ -320,33 +357,47 @@ pub async fn delete(
         .ok_or(RegistryError::NotFound)?
         .parse()?;
     let gone = version_removal(&version);
-    for _ in 0..10 {
-        let mut module = load(store, &module_key).await?;
-        module.versions.retain(|v| v.version != version.version);
+    let (gone, version, module_key) = (&gone, &version, &module_key);
+    let removed = retry_on_race(|| async move {
+        let mut module = load(store, module_key).await?;
+        let others: Vec<VersionStatus> =
+            statuses(store, &module).await?.into_iter().filter(|s| s.version != version.version).collect();
         let mut writes = gone.clone();
-        if module.versions.is_empty() {
+        if others.is_empty() {
             writes.extend(module.removal_writes());
         } else {
+            if module.latest.as_ref().is_some_and(|latest| latest.version == version.version) {
+                module.latest = None;
+                module.description = None;
+                if let Some(next) = latest_of(&others) {
+                    let key = keys::module_version(&module.org_id, &version.name, &version.provider, &next.version);
+                    let stored: Option<ModuleVersion> = store.get(&key).await?.map(|item| item.parse()).transpose()?;
+                    module.offer(next, stored.and_then(|v| v.description()));
+                }
+            }
             let revision = module.revision;
             module.revision += 1;
             module.updated_at = timestamp(chrono::Utc::now());
             writes.push(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
         }
         match store.transact(writes).await {
-            Ok(()) => {
-                remove_objects(state, [version].iter()).await;
-                return Ok(());
-            }
-            Err(e) if e.failed_write() == Some(0) => return Err(RegistryError::NotFound),
-            Err(e) if e.failed_write() == Some(gone.len()) => continue,
-            Err(e) => return Err(e.into()),
+            Ok(()) => Ok(Some(())),
+            Err(e) if e.failed_write() == Some(0) => Err(RegistryError::NotFound),
+            Err(e) if e.failed_write() == Some(gone.len()) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-    }
-    Err(RegistryError::Conflict("The module is being changed by other requests; retry.".into()))
+    })
+    .await?;
+    removed.ok_or_else(|| RegistryError::Conflict("The module is being changed by other requests; retry.".into()))?;
+    remove_objects(state, [version].into_iter()).await;
+    Ok(())
 }
 
 fn version_removal(version: &ModuleVersion) -> Vec<Write> {
-    let mut writes = vec![Write::Delete { key: version.key(), condition: Condition::Exists }];
+    let mut writes = vec![
+        Write::Delete { key: version.key(), condition: Condition::Exists },
+        Write::Delete { key: version.status_key(), condition: Condition::Always },
+    ];
     writes.extend(
         version.upload.iter().map(|id| Write::Delete { key: keys::pending_upload(id), condition: Condition::Always }),
     );
@@ -354,35 +405,42 @@ fn version_removal(version: &ModuleVersion) -> Vec<Write> {
 }
 
 /// Deletes one provider of a module and all its versions. When they fit in one transaction the
-/// whole removal is atomic; otherwise versions go first and the module record last, so an
-/// interrupted delete leaves a module that can be deleted again.
-pub(super) async fn remove_provider(state: &AppState, module: &Module) -> Result<()> {
+/// whole removal is atomic; otherwise versions go first and the module record last, on the
+/// revision read before the versions were: a version created meanwhile makes it start again,
+/// so none is left behind, and an interrupted delete leaves a module that can be deleted again.
+pub(super) async fn remove_provider(state: &AppState, module_key: &Key) -> Result<()> {
     let store: &dyn ItemStore = state.store.as_ref();
-    let versions: Vec<ModuleVersion> = if module.is_private() {
-        let query = keys::module_versions(&module.org_id, module.name.as_str(), module.provider.as_str());
-        query_all_as(store, query).await?
-    } else {
-        Vec::new()
-    };
-    let version_writes: Vec<Write> = versions.iter().flat_map(version_removal).collect();
-    let module_writes = module.removal_writes();
-    if version_writes.len() + module_writes.len() <= MAX_TRANSACTION_WRITES {
-        let first_module_write = version_writes.len();
-        let writes = version_writes.into_iter().chain(module_writes).collect();
-        match store.transact(writes).await {
-            Err(e) if e.failed_write() == Some(first_module_write) => {
-                return Err(RegistryError::Conflict("The module changed while it was being deleted; retry.".into()))
+    let removed = retry_on_race(|| async move {
+        let module = load(store, module_key).await?;
+        let versions: Vec<ModuleVersion> = if module.is_private() {
+            let query = keys::module_versions(&module.org_id, module.name.as_str(), module.provider.as_str());
+            query_all_as(store, query).await?
+        } else {
+            Vec::new()
+        };
+        let version_writes: Vec<Write> = versions.iter().flat_map(version_removal).collect();
+        let module_writes = module.removal_writes();
+        let (writes, first_module_write) = if version_writes.len() + module_writes.len() <= MAX_TRANSACTION_WRITES {
+            let first_module_write = version_writes.len();
+            (version_writes.into_iter().chain(module_writes).collect(), first_module_write)
+        } else {
+            for chunk in version_writes.chunks(MAX_TRANSACTION_WRITES) {
+                let relaxed =
+                    chunk.iter().map(|w| Write::Delete { key: w.key().clone(), condition: Condition::Always });
+                store.transact(relaxed.collect()).await?;
             }
-            other => other?,
+            (module_writes, 0)
+        };
+        match store.transact(writes).await {
+            Ok(()) => Ok(Some(versions)),
+            // A version deleted or the module changed meanwhile: read both again.
+            Err(e) if e.failed_write().is_some_and(|write| write <= first_module_write) => Ok(None),
+            Err(e) => Err(RegistryError::from(e)),
         }
-    } else {
-        for chunk in version_writes.chunks(MAX_TRANSACTION_WRITES) {
-            let relaxed = chunk.iter().map(|w| Write::Delete { key: w.key().clone(), condition: Condition::Always });
-            store.transact(relaxed.collect()).await?;
-        }
-        let current = load(store, &module.key()).await?;
-        store.transact(current.removal_writes()).await?;
-    }
+    })
+    .await?;
+    let versions = removed
+        .ok_or_else(|| RegistryError::Conflict("The module changed while it was being deleted; retry.".into()))?;
     remove_objects(state, versions.iter()).await;
     Ok(())
 }
@@ -406,8 +464,7 @@ pub async fn delete_provider(
     provider: &str,
 ) -> Result<()> {
     let org = owned_private(state, principal, org_name, address).await?;
-    let module = load(state.store.as_ref(), &address.key(&org, provider)?).await?;
-    remove_provider(state, &module).await
+    remove_provider(state, &address.key(&org, provider)?).await
 }
 
 /// Deletes every provider of a module (the `…/:namespace/:name` form); for a public module,
@@ -421,7 +478,7 @@ pub async fn delete_module(state: &AppState, principal: &Principal, org_name: &s
         return Err(RegistryError::NotFound);
     }
     for module in &providers {
-        remove_provider(state, module).await?;
+        remove_provider(state, &module.key()).await?;
     }
     Ok(())
 }

@@ -299,6 +299,10 @@ pub const MAX_TRANSACTION_WRITES: usize = 100;
 pub trait ItemStore: Send + Sync + 'static {
     async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError>;
 
+    /// Reads many items in as few calls as the backend allows (DynamoDB's BatchGetItem); the
+    /// answer holds one entry per key, in `keys`' order.
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError>;
+
     /// Puts the item (replacing any) if `condition` holds on the stored one.
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError>;
 

@@ -274,6 +274,10 @@ impl ItemStore for SqliteStore {
         self.read_now(|conn| read(conn, key))
     }
 
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
+        self.read_now(|conn| keys.iter().map(|key| read(conn, key)).collect())
+    }
+
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {
         self.write(move |tx| apply(tx, &Write::Put { item, condition }, None).map(drop)).await
     }

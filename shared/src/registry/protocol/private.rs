@@ -13,14 +13,14 @@ use serde_json::{json, Value};
 
 use super::error::{ProtocolError, Result};
 use crate::accounts::access::{self, Organization};
-use crate::api::{ApiError, QueryParams};
+use crate::api::{whole_number, ApiError, QueryParams};
 use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
-use crate::registry::modules::{load, Module, VersionStatus};
+use crate::registry::modules::{load, ok_versions, parse_modules, statuses, Module, VersionStatus, DOWNLOADS};
 use crate::registry::status::OK;
 use crate::registry::versions::ModuleVersion;
 use crate::state::AppState;
-use crate::store::{keys, query_all, query_all_as, Condition, UpdateOp};
+use crate::store::{keys, query_all, Condition, Item, UpdateOp};
 
 const PREFIX: &str = "/api/registry/v1/modules";
 /// How long a download link stays valid: long enough for a slow `terraform init` to fetch it.
@@ -31,7 +31,6 @@ const MAX_LIMIT: usize = 100;
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route(PREFIX, get(list_all))
-        .route(&format!("{PREFIX}/"), get(list_all))
         .route(&format!("{PREFIX}/search"), get(search))
         .route(&format!("{PREFIX}/{{namespace}}"), get(list_namespace))
         .route(&format!("{PREFIX}/{{namespace}}/{{name}}"), get(latest_for_each_provider))
@@ -66,11 +65,20 @@ async fn visible_organizations(state: &AppState, principal: &Principal) -> Resul
 }
 
 async fn private_modules(state: &AppState, org: &Organization) -> Result<Vec<Module>> {
-    Ok(query_all_as(state.store.as_ref(), keys::modules(&org.id, Some("private"))).await?)
+    let store = state.store.as_ref();
+    Ok(parse_modules(store, &query_all(store, keys::modules(&org.id, Some("private"))).await?).await?)
+}
+
+/// The download counts of `modules`, in their order, read together.
+async fn downloads(state: &AppState, modules: &[&Module]) -> Result<Vec<u64>> {
+    let keys: Vec<_> = modules.iter().map(|module| module.downloads_key()).collect();
+    let counts = state.store.get_many(&keys).await?;
+    let count = |item: Option<Item>| item.and_then(|item| item.attrs.get(DOWNLOADS)?.as_u64()).unwrap_or(0);
+    Ok(counts.into_iter().map(count).collect())
 }
 
 /// A module as the public registry lists it, at one version.
-fn summary(org: &Organization, module: &Module, version: &VersionStatus) -> Value {
+fn summary(org: &Organization, module: &Module, version: &VersionStatus, downloads: u64) -> Value {
     json!({
         "id": format!("{}/{}/{}/{}", org.name, module.name, module.provider, version.version),
         "owner": "",
@@ -81,14 +89,25 @@ fn summary(org: &Organization, module: &Module, version: &VersionStatus) -> Valu
         "description": module.description.as_deref().unwrap_or(""),
         "source": "",
         "published_at": version.published_at,
-        "downloads": module.downloads,
+        "downloads": downloads,
         "verified": false,
     })
 }
 
-/// One version in full: the summary plus the module's root, its providers and every version.
-fn detail(org: &Organization, module: &Module, version: &VersionStatus, stored: &ModuleVersion) -> Value {
-    let mut detail = summary(org, module, version);
+/// One version in full: the summary plus the module's root, its providers and every `ok`
+/// version.
+struct Detail<'a> {
+    org: &'a Organization,
+    module: &'a Module,
+    version: &'a VersionStatus,
+    stored: &'a ModuleVersion,
+    statuses: &'a [VersionStatus],
+    downloads: u64,
+}
+
+fn detail(shown: Detail<'_>) -> Value {
+    let Detail { org, module, version, stored, statuses, downloads } = shown;
+    let mut detail = summary(org, module, version, downloads);
     // The version shown, not whichever version was uploaded last, describes itself.
     detail["description"] = json!(stored.description().unwrap_or_default());
     detail["root"] = json!({
@@ -104,7 +123,7 @@ fn detail(org: &Organization, module: &Module, version: &VersionStatus, stored: 
     });
     detail["submodules"] = json!([]);
     detail["providers"] = json!([module.provider]);
-    detail["versions"] = module.ok_versions().iter().map(|(_, v)| v.version.clone()).collect();
+    detail["versions"] = ok_versions(statuses).map(|v| v.version.clone()).collect();
     detail
 }
 
@@ -123,7 +142,7 @@ impl Paging {
             match params.non_empty(name) {
                 None => Ok(default),
                 Some(raw) => {
-                    raw.parse().map_err(|_| ProtocolError::BadRequest(format!("{name} must be a whole number")))
+                    whole_number(raw).ok_or_else(|| ProtocolError::BadRequest(format!("{name} must be a whole number")))
                 }
             }
         };
@@ -135,7 +154,7 @@ impl Paging {
     fn respond(&self, path: &str, modules: Vec<Value>) -> Json<Value> {
         let total = modules.len();
         let page: Vec<Value> = modules.into_iter().skip(self.offset).take(self.limit).collect();
-        let next = (self.offset + self.limit < total).then_some(self.offset + self.limit);
+        let next = self.offset.checked_add(self.limit).filter(|next| *next < total);
         let mut meta = json!({ "limit": self.limit, "current_offset": self.offset });
         if self.offset > 0 {
             meta["prev_offset"] = json!(self.offset.saturating_sub(self.limit));
@@ -161,30 +180,31 @@ async fn latest_of(
     let q = q.map(str::to_lowercase);
     let mut out = Vec::new();
     for org in orgs {
-        for module in private_modules(state, org).await? {
-            if provider.is_some_and(|p| p != module.provider.as_str()) {
-                continue;
-            }
-            let searched = [
-                module.name.as_str(),
-                org.name.as_str(),
-                module.provider.as_str(),
-                module.description.as_deref().unwrap_or(""),
-            ];
-            if q.as_ref().is_some_and(|q| !searched.iter().any(|field| field.to_lowercase().contains(q))) {
-                continue;
-            }
-            if let Some(latest) = module.latest_ok() {
-                out.push(summary(org, &module, latest));
-            }
-        }
+        let modules = private_modules(state, org).await?;
+        let shown: Vec<(&Module, &VersionStatus)> = modules
+            .iter()
+            .filter(|module| provider.is_none_or(|p| p == module.provider.as_str()))
+            .filter(|module| {
+                let searched = [
+                    module.name.as_str(),
+                    org.name.as_str(),
+                    module.provider.as_str(),
+                    module.description.as_deref().unwrap_or(""),
+                ];
+                q.as_ref().is_none_or(|q| searched.iter().any(|field| field.to_lowercase().contains(q)))
+            })
+            .filter_map(|module| Some((module, module.latest.as_ref()?)))
+            .collect();
+        let counts = downloads(state, &shown.iter().map(|(module, _)| *module).collect::<Vec<_>>()).await?;
+        out.extend(shown.iter().zip(counts).map(|((module, latest), count)| summary(org, module, latest, count)));
     }
     Ok(out)
 }
 
 async fn list_all(State(state): State<AppState>, caller: Caller, RawQuery(raw): RawQuery) -> Result<Json<Value>> {
+    let principal = caller?;
     let paging = Paging::parse(raw)?;
-    let orgs = visible_organizations(&state, &caller?).await?;
+    let orgs = visible_organizations(&state, &principal).await?;
     let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), None).await?;
     Ok(paging.respond(PREFIX, modules))
 }
@@ -195,16 +215,17 @@ async fn list_namespace(
     Path(ns): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
-    let paging = Paging::parse(raw)?;
     let (_, org) = namespace(&state, caller, &ns).await?;
+    let paging = Paging::parse(raw)?;
     let modules = latest_of(&state, &[org], paging.params.non_empty("provider"), None).await?;
     Ok(paging.respond(&format!("{PREFIX}/{ns}"), modules))
 }
 
 async fn search(State(state): State<AppState>, caller: Caller, RawQuery(raw): RawQuery) -> Result<Json<Value>> {
+    let principal = caller?;
     let paging = Paging::parse(raw)?;
     let q = paging.params.non_empty("q").ok_or_else(|| ProtocolError::BadRequest("q is required".into()))?.to_owned();
-    let orgs = visible_organizations(&state, &caller?).await?;
+    let orgs = visible_organizations(&state, &principal).await?;
     let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), Some(&q)).await?;
     Ok(paging.respond(&format!("{PREFIX}/search"), modules))
 }
@@ -215,10 +236,17 @@ async fn latest_for_each_provider(
     Path((ns, name)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
-    let paging = Paging::parse(raw)?;
     let (_, org) = namespace(&state, caller, &ns).await?;
-    let modules: Vec<Module> = query_all_as(state.store.as_ref(), keys::module_providers(&org.id, None, &name)).await?;
-    let latest: Vec<Value> = modules.iter().filter_map(|m| Some(summary(&org, m, m.latest_ok()?))).collect();
+    let paging = Paging::parse(raw)?;
+    let store = state.store.as_ref();
+    let modules = parse_modules(store, &query_all(store, keys::module_providers(&org.id, None, &name)).await?).await?;
+    let shown: Vec<&Module> = modules.iter().filter(|module| module.latest.is_some()).collect();
+    let counts = downloads(&state, &shown).await?;
+    let latest: Vec<Value> = shown
+        .iter()
+        .zip(counts)
+        .filter_map(|(module, count)| Some(summary(&org, module, module.latest.as_ref()?, count)))
+        .collect();
     if latest.is_empty() {
         return Err(ProtocolError::NotFound);
     }
@@ -253,7 +281,8 @@ async fn list_versions(
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Json<Value>> {
     let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
-    let versions: Vec<Value> = module.ok_versions().iter().map(|(_, v)| json!({ "version": v.version })).collect();
+    let statuses = statuses(state.store.as_ref(), &module).await?;
+    let versions: Vec<Value> = ok_versions(&statuses).map(|v| json!({ "version": v.version })).collect();
     if versions.is_empty() {
         return Err(ProtocolError::NotFound);
     }
@@ -267,9 +296,17 @@ async fn latest_for_provider(
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Json<Value>> {
     let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
-    let latest = module.latest_ok().ok_or(ProtocolError::NotFound)?;
-    let stored = stored_version(&state, &org, &module, &latest.version).await?;
-    Ok(Json(detail(&org, &module, latest, &stored)))
+    let latest = module.latest.clone().ok_or(ProtocolError::NotFound)?;
+    shown_version(&state, &org, &module, &latest.version).await
+}
+
+/// The detail of one `ok` version.
+async fn shown_version(state: &AppState, org: &Organization, module: &Module, version: &str) -> Result<Json<Value>> {
+    let stored = stored_version(state, org, module, version).await?;
+    let statuses = statuses(state.store.as_ref(), module).await?;
+    let status = ok_versions(&statuses).find(|v| v.version == version).ok_or(ProtocolError::NotFound)?;
+    let downloads = downloads(state, &[module]).await?.pop().unwrap_or_default();
+    Ok(Json(detail(Detail { org, module, version: status, stored: &stored, statuses: &statuses, downloads })))
 }
 
 async fn show_version(
@@ -278,10 +315,7 @@ async fn show_version(
     Path((ns, name, provider, version)): Path<(String, String, String, String)>,
 ) -> Result<Json<Value>> {
     let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
-    let status =
-        module.ok_versions().into_iter().find(|(_, v)| v.version == version).ok_or(ProtocolError::NotFound)?.1.clone();
-    let stored = stored_version(&state, &org, &module, &version).await?;
-    Ok(Json(detail(&org, &module, &status, &stored)))
+    shown_version(&state, &org, &module, &version).await
 }
 
 async fn download(
@@ -296,9 +330,9 @@ async fn download(
     // go-getter strips `archive` before fetching and unpacks what it fetched as tar.gz.
     let separator = if url.contains('?') { '&' } else { '?' };
     let get = format!("{url}{separator}archive=tar.gz");
-    // Each revision bump makes concurrent module changes retry rather than overwrite the count.
-    let count = vec![UpdateOp::Add("downloads".into(), 1), UpdateOp::Add("revision".into(), 1)];
-    if let Err(e) = state.store.update(&module.key(), count, Condition::Exists).await {
+    // The count has an item of its own: downloads never contend with changes to the module.
+    let count = vec![UpdateOp::Add(DOWNLOADS.into(), 1)];
+    if let Err(e) = state.store.update(&module.downloads_key(), count, Condition::Always).await {
         tracing::warn!(module = %module.id, error = %e, "download not counted");
     }
     let value = HeaderValue::from_str(&get)?;
@@ -313,7 +347,7 @@ async fn download_latest(
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Response> {
     let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
-    let latest = module.latest_ok().ok_or(ProtocolError::NotFound)?;
+    let latest = module.latest.as_ref().ok_or(ProtocolError::NotFound)?;
     let location = format!("{PREFIX}/{}/{}/{}/{}/download", org.name, module.name, module.provider, latest.version);
     let location = HeaderValue::from_str(&location)?;
     Ok((StatusCode::FOUND, [(header::LOCATION, location)]).into_response())

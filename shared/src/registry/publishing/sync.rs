@@ -27,8 +27,8 @@ use crate::api::{timestamp, Field};
 use crate::blobs::ObjectId;
 use crate::registry::error::{RegistryError, Result};
 use crate::registry::ingest;
-use crate::registry::modules::{load, modify, Module};
-use crate::registry::versions::{self, AcceptedVersion, CreatedVersion, ModuleVersion};
+use crate::registry::modules::{load, modify, precedence, statuses, Module};
+use crate::registry::versions::{self, AcceptedVersion, CreatedVersion, ModuleVersion, Taken};
 use crate::state::AppState;
 use crate::store::{keys, schedule, Condition, Index, Item, ItemStore, Key, Query, UpdateOp, Write};
 use crate::vcs::{self, RepoId, ServiceProvider, VcsError};
@@ -165,37 +165,19 @@ pub(super) fn sync_work(module: &Module) -> Result<Write> {
     Ok(Write::Put { item, condition: Condition::NotExists })
 }
 
-/// Adds `version` to the module, `pending` until the job has fetched its archive at `git_ref`:
-/// the new version and the writes to commit with the module's, unless it has the version.
-pub(super) fn add_fetched_version(
-    module: &mut Module,
+/// Adds `version` to the module, `pending` until the job has fetched its archive at `git_ref`,
+/// with the work that fetches it and the organization's turn, in one transaction. A version the
+/// module has (or one equal to it but for build metadata) is `Taken`: nothing is added.
+pub(super) async fn add_fetched_version(
+    store: &dyn ItemStore,
+    module: &Module,
     version: &semver::Version,
     git_ref: &str,
     commit_sha: Option<String>,
-) -> Result<Option<(ModuleVersion, Vec<Write>)>> {
-    let Some((stored, mut writes)) = add_fetched(module, version, git_ref, commit_sha)? else { return Ok(None) };
-    writes.push(turn_at(&module.org_id, unix_now())?);
-    Ok(Some((stored, writes)))
-}
-
-/// The same without the organization's turn, for a caller adding several versions at once.
-fn add_fetched(
-    module: &mut Module,
-    version: &semver::Version,
-    git_ref: &str,
-    commit_sha: Option<String>,
-) -> Result<Option<(ModuleVersion, Vec<Write>)>> {
-    // A tag of a version already there (or equal to one but for build metadata) adds nothing.
-    let version_text = version.to_string();
-    if module.versions.iter().any(|v| v.version == version_text)
-        || versions::same_precedence(module, &version_text).is_some()
-    {
-        return Ok(None);
-    }
+) -> Result<std::result::Result<ModuleVersion, Taken>> {
     let object = ObjectId::generate();
     let source = module.vcs_repo.as_ref().map_or("vcs".into(), |r| r.service_provider.clone());
     let stored = ModuleVersion::pending(module, version, &source, commit_sha, &object);
-    let mut writes = versions::add_pending(module, &stored)?;
     let fetch = Work::Fetch {
         module: module.key(),
         org_id: module.org_id.clone(),
@@ -203,8 +185,11 @@ fn add_fetched(
         git_ref: git_ref.to_owned(),
     };
     let task = Task::new(stored.id.as_str(), fetch);
-    writes.push(Write::Put { item: task.queued(keys::vcs_work(&task.id))?, condition: Condition::NotExists });
-    Ok(Some((stored, writes)))
+    let extra = vec![
+        Write::Put { item: task.queued(keys::vcs_work(&task.id))?, condition: Condition::NotExists },
+        turn_at(&module.org_id, unix_now())?,
+    ];
+    Ok(versions::insert_pending(store, module, &stored, extra).await?.map(|()| stored))
 }
 
 /// The version a tag names (`1.2.0` or `v1.2.0`), if it is a semantic version.
@@ -522,18 +507,17 @@ async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
     if versions.is_empty() {
         return show_reason(store, module_key, None, Some("no_version_tags")).await;
     }
-    modify(store, module_key, |module| {
-        let mut writes = Vec::new();
-        for (version, tag) in &versions {
-            let commit = tags.iter().find(|t| &t.name == tag).map(|t| t.commit_sha.clone());
-            writes.extend(add_fetched(module, version, tag, commit)?.into_iter().flat_map(|(_, w)| w));
+    // One version per transaction: a repository may have more tags than one transaction holds.
+    let known: HashSet<String> =
+        statuses(store, &module).await?.iter().map(|s| precedence(&s.version).to_owned()).collect();
+    for (version, tag) in &versions {
+        if known.contains(precedence(&version.to_string())) {
+            continue;
         }
-        if !writes.is_empty() {
-            writes.push(turn_at(&module.org_id, unix_now())?);
-        }
-        Ok((writes, ()))
-    })
-    .await?;
+        let commit = tags.iter().find(|t| &t.name == tag).map(|t| t.commit_sha.clone());
+        // A tag naming a version added meanwhile (a webhook's) adds nothing.
+        let _ = add_fetched_version(store, &module, version, tag, commit).await?;
+    }
     state.work.notify_one();
     Ok(())
 }
@@ -588,13 +572,9 @@ pub async fn create_branch_version(state: &AppState, accepted: AcceptedVersion) 
         .commit(&repo, &commit)
         .await
         .map_err(|e| RegistryError::invalid(Field::Attribute("commit-sha"), e.to_string()))?;
-    let (module, created) = modify(state.store.as_ref(), &module.key(), |module| {
-        let (created, writes) = add_fetched_version(module, &version, &sha, Some(sha.clone()))?.ok_or_else(|| {
-            RegistryError::invalid(Field::Attribute("version"), format!("version {version} already exists"))
-        })?;
-        Ok((writes, created))
-    })
-    .await?;
+    let created = add_fetched_version(state.store.as_ref(), &module, &version, &sha, Some(sha.clone()))
+        .await?
+        .map_err(|taken| taken.refusal(&version.to_string()))?;
     state.work.notify_one();
     let upload_url = versions::upload_url(state.blobs.as_ref(), &created).await?;
     Ok(CreatedVersion { version: created, module, upload_url })

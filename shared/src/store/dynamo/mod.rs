@@ -12,7 +12,7 @@ mod transaction;
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
-use aws_sdk_dynamodb::types::{ReturnValue, ReturnValuesOnConditionCheckFailure};
+use aws_sdk_dynamodb::types::{KeysAndAttributes, ReturnValue, ReturnValuesOnConditionCheckFailure};
 use aws_sdk_dynamodb::Client;
 
 use super::{
@@ -28,6 +28,8 @@ const CONDITION_FAILED: &str = "ConditionalCheckFailed";
 const EXPIRED_RETRIES: usize = 3;
 /// How many times a transaction is tried while it conflicts with concurrent ones.
 const CONFLICT_TRIES: u32 = 8;
+/// The most keys one BatchGetItem call reads.
+const BATCH_GET_KEYS: usize = 100;
 const THROTTLING_CODES: [&str; 4] = [
     "ProvisionedThroughputExceededException",
     "RequestLimitExceeded",
@@ -88,6 +90,41 @@ impl ItemStore for DynamoStore {
             .await
             .map_err(classify)?;
         unexpired(out.item)
+    }
+
+    async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
+        let mut found = std::collections::HashMap::new();
+        // BatchGetItem takes at most 100 distinct keys and may leave some unprocessed.
+        let distinct: Vec<&Key> = keys.iter().collect::<std::collections::HashSet<_>>().into_iter().collect();
+        for chunk in distinct.chunks(BATCH_GET_KEYS) {
+            let mut wanted = KeysAndAttributes::builder()
+                .set_keys(Some(chunk.iter().map(|key| key_attrs(key)).collect()))
+                .consistent_read(true)
+                .build()
+                .map_err(StoreError::backend)?;
+            let mut tries = 0;
+            loop {
+                let out =
+                    self.client.batch_get_item().request_items(&self.table, wanted).send().await.map_err(classify)?;
+                for raw in out.responses.and_then(|mut tables| tables.remove(&self.table)).unwrap_or_default() {
+                    if let Some(item) = unexpired(Some(raw))? {
+                        found.insert(item.key.clone(), item);
+                    }
+                }
+                match out.unprocessed_keys.and_then(|mut tables| tables.remove(&self.table)) {
+                    Some(rest) if !rest.keys().is_empty() => {
+                        tries += 1;
+                        if tries == CONFLICT_TRIES {
+                            return Err(StoreError::Throttled);
+                        }
+                        backoff(tries).await;
+                        wanted = rest;
+                    }
+                    _ => break,
+                }
+            }
+        }
+        Ok(keys.iter().map(|key| found.get(key).cloned()).collect())
     }
 
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {
