@@ -83,7 +83,7 @@ impl Api {
                 client.put(link).body(archive).send().await.expect("the upload reaches Hangar").status()
             }
             Api::InProcess(router) => {
-                let path = link.find("/object/").map(|at| &link[at..]).expect("a local upload link");
+                let path = link.find("/upload/").map(|at| &link[at..]).expect("a local upload link");
                 let request = Request::builder().method(Method::PUT).uri(path).body(Body::from(archive));
                 router.clone().oneshot(request.expect("a request")).await.expect("infallible").status()
             }

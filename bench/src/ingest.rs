@@ -142,7 +142,7 @@ pub async fn ingest_child(archive: PathBuf) {
     let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
     let created = local.api.send(Method::POST, &versions, ADMIN_TOKEN, Some(body)).await;
     let link = created.body["data"]["links"]["upload"].as_str().expect("an upload link");
-    let id = link.split("/object/").nth(1).and_then(|rest| rest.split('?').next()).and_then(ObjectId::parse);
+    let id = link.split("/upload/").nth(1).and_then(|rest| rest.split('?').next()).and_then(ObjectId::parse);
     let id = id.expect("an object id in the upload link");
     local.state.blobs.put_file(&id, &archive).await.expect("the archive is in place");
 

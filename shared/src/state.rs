@@ -15,7 +15,8 @@ pub struct AppState {
     pub config: Arc<Config>,
     pub store: Store,
     pub blobs: Blobs,
-    /// Set when blobs are local files: dev-server then serves their `/object/` links.
+    /// Set when blobs are local files: dev-server then serves their `/upload/` and `/object/`
+    /// links.
     pub local_blobs: Option<LocalBlobs>,
     /// For calls out (the public registry proxy); built once, cloned cheaply.
     pub http: reqwest::Client,
@@ -106,12 +107,7 @@ fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootE
     let dir = data_dir(config)?;
     let store = crate::store::SqliteStore::open(dir.join("hangar.db"))?;
     let key = crate::blobs::signing_key(dir)?;
-    let local = LocalBlobs::new(
-        dir.join("objects"),
-        key,
-        config.public_url.clone().unwrap_or_default(),
-        config.max_upload_bytes,
-    )?;
+    let local = LocalBlobs::new(dir, key, config.public_url.clone().unwrap_or_default(), config.max_upload_bytes)?;
     Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))
 }
 

@@ -2,7 +2,7 @@
 //! lean hardest on the store (transactions, counters, cascades) behave as on SQLite.
 
 use aws_lambda_events::event::s3::S3Event;
-use hangar_tests::{module_archive, spawn_on_dynamodb};
+use hangar_tests::{module_archive, spawn_on_dynamodb, spawn_on_dynamodb_without_queue, targz, Entry, TestApp};
 use serde_json::json;
 
 #[tokio::test]
@@ -38,9 +38,10 @@ async fn the_accounts_flow_works_on_dynamodb_and_s3() {
 
 /// The AWS path of an upload: a PUT on the pre-signed S3 link, then the `registry-ingest`
 /// handler fed the ObjectCreated event S3 sends (the sample in `events/`, pointed at this key).
+/// dev-server polls no queue here, so the handler is the only ingest.
 #[tokio::test]
 async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
-    let Some(app) = spawn_on_dynamodb().await else { return };
+    let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
     app.create_organization("acme").await;
     let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
     assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &app.admin_token, module).await.status, 201);
@@ -48,21 +49,14 @@ async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
     let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
     let created = app.post(&format!("{vpc}/versions"), &app.admin_token, version).await;
     let upload = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
-    assert!(upload.contains("/object/") && upload.contains("X-Amz-Signature"), "{upload}");
+    assert!(upload.contains("/upload/") && upload.contains("X-Amz-Signature"), "{upload}");
     assert_eq!(app.upload(&upload, module_archive()).await, 200);
     let version_path = format!("{vpc}/version?module_version=1.0.0");
     let read = || app.get(&version_path, &app.admin_token);
     assert_eq!(read().await.body["data"]["attributes"]["status"], "pending", "S3 ingests on its event, not on the PUT");
 
-    let key = upload.split('?').next().unwrap().split("/object/").nth(1).unwrap();
-    let sample = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/registry-ingest.01-object-created.json"
-    ));
-    let mut event: serde_json::Value = serde_json::from_str(&sample.unwrap()).unwrap();
-    event["Records"][0]["s3"]["object"]["key"] = json!(format!("object/{key}"));
-    event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
-    let event: S3Event = serde_json::from_value(event).unwrap();
+    let key = upload.split('?').next().unwrap().split("/upload/").nth(1).unwrap();
+    let event = s3_event(&app, &format!("upload/{key}"));
     let state = app.second_state().await;
     let summary = hangar::jobs::ingest(&state, event.clone()).await.unwrap();
     assert_eq!(summary.ingested, [key]);
@@ -100,6 +94,51 @@ async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
     assert!(hangar::broker::tokens::resolve(store, "root-from-secret").await.unwrap().is_some_and(|t| t.is_root()));
 }
 
+/// Rotating in AWS: update the secret, and the next cold start installs the new value and
+/// retires the old; a root secret of `none` removes the root token. A function not given the
+/// root secret's ARN (accounts, registry-api, …) leaves the root token alone.
+#[tokio::test]
+async fn a_cold_start_after_a_secret_update_replaces_the_bootstrap_tokens() {
+    use hangar::auth::{self, Principal};
+    use hangar::broker::tokens;
+    let Some(moto) = hangar_tests::moto_in_environment().await else { return };
+    let secrets = aws_sdk_secretsmanager::Client::new(&moto.sdk);
+    let suffix = hangar::ids::random_token(8);
+    let mut arns = Vec::new();
+    for (name, value) in [("admin", "admin-before"), ("root", "root-before")] {
+        let created =
+            secrets.create_secret().name(format!("hangar-{name}-{suffix}")).secret_string(value).send().await.unwrap();
+        arns.push(created.arn().unwrap().to_owned());
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().to_str().expect("a UTF-8 path");
+    let broker = [
+        ("HANGAR_DATA_DIR", data_dir),
+        ("HANGAR_ADMIN_TOKEN_SECRET_ARN", arns[0].as_str()),
+        ("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN", arns[1].as_str()),
+    ];
+    hangar_tests::cold_start(&broker).await;
+
+    for (arn, value) in [(&arns[0], "admin-after"), (&arns[1], "root-after")] {
+        secrets.put_secret_value().secret_id(arn).secret_string(value).send().await.unwrap();
+    }
+    let state = hangar_tests::cold_start(&broker).await;
+    let store = state.store.as_ref();
+    assert_eq!(auth::resolve(store, "admin-after").await.unwrap(), Some(Principal::SiteAdmin));
+    assert_eq!(auth::resolve(store, "admin-before").await.unwrap(), None, "the old admin token is retired");
+    assert!(tokens::resolve(store, "root-after").await.unwrap().is_some_and(|t| t.is_root()));
+    assert!(tokens::resolve(store, "root-before").await.unwrap().is_none(), "the old root token is retired");
+
+    let accounts = hangar_tests::cold_start(&broker[..2]).await;
+    assert!(tokens::resolve(accounts.store.as_ref(), "root-after").await.unwrap().is_some(), "left alone");
+
+    secrets.put_secret_value().secret_id(&arns[1]).secret_string("none").send().await.unwrap();
+    let state = hangar_tests::cold_start(&broker).await;
+    assert!(tokens::resolve(state.store.as_ref(), "root-after").await.unwrap().is_none(), "`none`: no root token");
+    assert!(tokens::resolve(state.store.as_ref(), "none").await.unwrap().is_none());
+    assert_eq!(auth::resolve(state.store.as_ref(), "admin-after").await.unwrap(), Some(Principal::SiteAdmin));
+}
+
 #[tokio::test]
 async fn an_over_long_version_is_a_422_on_dynamodb_too() {
     let Some(app) = spawn_on_dynamodb().await else { return };
@@ -114,5 +153,156 @@ async fn an_over_long_version_is_a_422_on_dynamodb_too() {
         let reply = app.post(&versions, &owners, body).await;
         assert_eq!(reply.status, 422, "{:?}", reply.body);
     }
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn distinct_versions_created_at_once_all_succeed_on_dynamodb() {
+    let Some(app) = spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    crate::registry::distinct_versions_created_at_once_all_succeed_and_downloads_count(app, owners).await;
+}
+
+/// On DynamoDB an item holds at most 400 KB, so a module's item must not grow with its versions:
+/// 5,000 versions are shown on SQLite (`registry`); here, where the emulator copies the whole
+/// table on each transaction, the module's item is shown to stay the same size from 1 version
+/// to 60 with long version strings.
+#[tokio::test]
+async fn a_module_s_item_does_not_grow_with_its_versions_on_dynamodb() {
+    use hangar::store::keys;
+    let Some(app) = spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let modules = "/api/v2/organizations/acme/registry-modules";
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
+    assert_eq!(app.post(modules, &owners, module).await.status, 201);
+    let versions = format!("{modules}/private/acme/vpc/aws/versions");
+    let create = |patch: usize| {
+        let long = format!("1.0.{patch}-{}", "r".repeat(100));
+        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": long}}});
+        let (app, owners, versions) = (&app, &owners, &versions);
+        async move { app.post(versions, owners, body).await.status }
+    };
+    let org_id = app.get("/api/v2/organizations/acme", &owners).await.body["data"]["attributes"]["external-id"]
+        .as_str()
+        .expect("the organization's id")
+        .to_owned();
+    let state = app.second_state().await;
+    let module_size = || async {
+        let item = state.store.get(&keys::module(&org_id, None, "vpc", "aws")).await.unwrap().expect("the module");
+        serde_json::to_vec(&item.attrs).unwrap().len()
+    };
+    assert_eq!(create(0).await, 201);
+    let with_one = module_size().await;
+    for patch in 1..60 {
+        assert_eq!(create(patch).await, 201);
+    }
+    // Only its revision number may have grown a digit or two.
+    let with_sixty = module_size().await;
+    assert!(with_sixty < with_one + 8, "the module's item grew from {with_one} to {with_sixty} bytes");
+    let shown = app.get(&format!("{modules}/private/acme/vpc/aws"), &owners).await;
+    assert_eq!(shown.body["data"]["attributes"]["version-statuses"].as_array().map(Vec::len), Some(60));
+    app.stop().await;
+}
+
+/// The ObjectCreated event S3 sends for `key` (the sample in `events/`, pointed at this bucket).
+fn s3_event(app: &TestApp, key: &str) -> S3Event {
+    let sample = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../events/registry-ingest.01-object-created.json"
+    ));
+    let mut event: serde_json::Value = serde_json::from_str(&sample.unwrap()).unwrap();
+    event["Records"][0]["s3"]["object"]["key"] = json!(key);
+    event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
+    serde_json::from_value(event).unwrap()
+}
+
+/// The bucket's keys under `prefix`.
+async fn keys_under(app: &TestApp, prefix: &str) -> Vec<String> {
+    let moto = hangar_tests::moto_in_environment().await.expect("the emulator");
+    let config = aws_sdk_s3::config::Builder::from(&moto.sdk).force_path_style(true).build();
+    let listed = aws_sdk_s3::Client::from_conf(config)
+        .list_objects_v2()
+        .bucket(&app.config.bucket)
+        .prefix(prefix)
+        .send()
+        .await
+        .expect("the bucket lists");
+    listed.contents().iter().filter_map(|object| object.key().map(str::to_owned)).collect()
+}
+
+/// A private module `acme/vpc/aws` on a fresh dev-server; its versions path.
+async fn vpc(app: &TestApp) -> &'static str {
+    app.create_organization("acme").await;
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
+    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &app.admin_token, module).await.status, 201);
+    "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws"
+}
+
+async fn upload_link(app: &TestApp, path: &str, v: &str) -> String {
+    let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": v}}});
+    let created = app.post(&format!("{path}/versions"), &app.admin_token, version).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned()
+}
+
+/// dev-server on DynamoDB and S3 ingests as AWS does: the bucket's ObjectCreated events go to a
+/// queue it polls. A sound archive becomes `ok`, a hostile one failed; uploads are removed and
+/// only the served archive stays.
+#[tokio::test]
+async fn an_upload_on_dynamodb_and_s3_is_ingested_from_the_bucket_s_events() {
+    let Some(app) = spawn_on_dynamodb().await else { return };
+    let path = vpc(&app).await;
+    let sound = upload_link(&app, path, "1.0.0").await;
+    assert_eq!(app.upload(&sound, module_archive()).await, 200);
+    let hostile = upload_link(&app, path, "1.0.1").await;
+    let escape = Entry::Raw { name: "../escape.tf", kind: tar::EntryType::Regular, link: None };
+    assert_eq!(app.upload(&hostile, targz(&[escape])).await, 200);
+    let status = |v: &str| {
+        let path = format!("{path}/version?module_version={v}");
+        let app = &app;
+        async move { app.settled(&path, &app.admin_token).await.body["data"]["attributes"]["status"].clone() }
+    };
+    assert_eq!(status("1.0.0").await, "ok");
+    assert_eq!(status("1.0.1").await, "reg_ingress_failed");
+    assert_eq!(keys_under(&app, "object/").await.len(), 1, "only the sound archive is kept");
+    assert!(keys_under(&app, "upload/").await.is_empty(), "every upload was removed after ingest");
+    app.stop().await;
+}
+
+/// A pre-signed S3 link cannot refuse a second PUT, so the rule is kept by construction: of ten
+/// concurrent uploads, whichever event is ingested first makes the version; every other event
+/// finds nothing waiting, and the archive served is the one inspected. The events are delivered
+/// one after another: the emulator cannot settle concurrent conditional writes atomically.
+#[tokio::test]
+async fn of_concurrent_uploads_to_an_s3_link_one_is_ingested_once_and_served() {
+    let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
+    let path = vpc(&app).await;
+    let link = upload_link(&app, path, "1.0.0").await;
+    let archives: Vec<Vec<u8>> = (0..10)
+        .map(|i| {
+            let readme = format!("# vpc\nUpload number {i}.\n");
+            targz(&[Entry::File("./main.tf", b"variable \"cidr\" {}\n"), Entry::File("./README.md", readme.as_bytes())])
+        })
+        .collect();
+    let puts = archives.iter().map(|archive| app.upload(&link, archive.clone()));
+    for status in futures::future::join_all(puts).await {
+        assert_eq!(status, 200);
+    }
+    let key = link.split('?').next().unwrap().split("/upload/").nth(1).unwrap().to_owned();
+    let state = app.second_state().await;
+    let mut ingested = Vec::new();
+    for _ in 0..10 {
+        let summary = hangar::jobs::ingest(&state, s3_event(&app, &format!("upload/{key}"))).await.unwrap();
+        ingested.extend(summary.ingested);
+    }
+    assert_eq!(ingested, [key], "one event is ingested, the others ignored");
+    let read = app.get(&format!("{path}/version?module_version=1.0.0"), &app.admin_token).await;
+    assert_eq!(read.body["data"]["attributes"]["status"], "ok");
+    assert_eq!(keys_under(&app, "object/").await.len(), 1, "one archive is served");
+    let shown = app.get("/api/registry/v1/modules/acme/vpc/aws/1.0.0", &app.admin_token).await;
+    let readme = shown.body["root"]["readme"].as_str().unwrap_or_default().to_owned();
+    assert!(readme.starts_with("# vpc\nUpload number "), "the README shown is one that was uploaded: {readme}");
     app.stop().await;
 }

@@ -21,6 +21,9 @@ async fn registry(versions: &[&str], pending: &[&str]) -> (TestApp, String) {
         if !pending.contains(v) {
             let url = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
             assert_eq!(app.upload(&url, module_archive()).await, 200);
+            let version =
+                format!("/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/version?module_version={v}");
+            app.settled(&version, &owners).await;
         }
     }
     (app, owners)
@@ -143,6 +146,10 @@ async fn lists_page_with_offset_and_limit_as_the_public_registry_does() {
             )
             .await;
         app.upload(created.body["data"]["links"]["upload"].as_str().unwrap(), archive.clone()).await;
+        let version = format!(
+            "/api/v2/organizations/acme/registry-modules/private/acme/{name}/{provider}/version?module_version=0.1.0"
+        );
+        app.settled(&version, &owners).await;
     }
     let ids = |body: &Value| -> Vec<String> {
         body["modules"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect()
@@ -228,6 +235,7 @@ async fn each_version_is_described_by_its_own_readme() {
             let archive =
                 targz(&[Entry::File("./main.tf", b"variable \"x\" {}\n"), Entry::File("./README.md", readme)]);
             assert_eq!(app.upload(&url, archive).await, 200);
+            app.settled(&format!("{versions}/version?module_version={version}"), owners).await;
         }
     };
     // The newer version lands first, the older one last.

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hangar::blobs::{BlobError, BlobReader, BlobStore, Blobs, ObjectId};
+use hangar::store::ItemStore;
 use hangar_tests::{module_archive, targz, Entry, TestApp};
 use serde_json::json;
 
@@ -74,14 +75,14 @@ impl BlobStore for SwappedAfterFirstRead {
         self.swap(id).await;
         reader
     }
-    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError> {
-        self.inner.size(id).await
+    async fn upload_size(&self, id: &ObjectId) -> Result<u64, BlobError> {
+        self.inner.upload_size(id).await
     }
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
         self.inner.delete(id).await
     }
-    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
-        let copied = self.inner.copy(from, to).await;
+    async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
+        let copied = self.inner.copy_upload(from, to).await;
         self.swap(from).await;
         copied
     }
@@ -98,7 +99,8 @@ async fn the_bytes_served_are_the_bytes_inspected_even_when_the_upload_is_replac
 
 #[tokio::test]
 async fn the_bytes_served_are_the_bytes_inspected_on_dynamodb_and_s3_too() {
-    let Some(app) = hangar_tests::spawn_on_dynamodb().await else { return };
+    // No queue: the test's own ingest is the only one.
+    let Some(app) = hangar_tests::spawn_on_dynamodb_without_queue().await else { return };
     app.create_organization("acme").await;
     let owners = app.owners_token("acme").await;
     let (app, owners, link) = pending_version_on(app, owners).await;
@@ -108,7 +110,7 @@ async fn the_bytes_served_are_the_bytes_inspected_on_dynamodb_and_s3_too() {
 /// Puts a clean archive behind the link and ingests it while a replacement lands on the same
 /// link; the version must be `ok` and serve the clean archive.
 async fn served_bytes_are_inspected_bytes(app: TestApp, owners: String, link: String) {
-    let upload = ObjectId::parse(link.split("/object/").nth(1).unwrap().split('?').next().unwrap()).unwrap();
+    let upload = ObjectId::parse(link.split("/upload/").nth(1).unwrap().split('?').next().unwrap()).unwrap();
     let files = tempfile::tempdir().unwrap();
     let (clean, hostile) = (files.path().join("clean.tar.gz"), files.path().join("hostile.tar.gz"));
     std::fs::write(&clean, module_archive()).unwrap();
@@ -149,8 +151,85 @@ async fn of_concurrent_uploads_to_one_link_exactly_one_lands() {
     assert!(statuses.iter().all(|s| *s == 200 || *s == 409), "the others are refused: {statuses:?}");
     let again = app.upload(&link, module_archive()).await;
     assert_eq!(again.as_u16(), 409, "a later upload changes nothing");
-    let version = app.get(&format!("{VPC}/version?module_version=1.0.0"), &owners).await;
+    let version = app.settled(&format!("{VPC}/version?module_version=1.0.0"), &owners).await;
     if version.body["data"]["attributes"]["status"] == "ok" {
         assert_eq!(served(&app, &owners).await, module_archive(), "the served archive is the one inspected");
     }
+}
+
+/// dev-server answers an upload's PUT once the bytes are stored, and ingests after, off the
+/// request, as S3's event has it done in AWS. Shown without a race: another process takes the
+/// embedded store's write lock once the upload is claimed (before its body is read), so ingest
+/// cannot settle the version; the PUT is answered all the same and the version is `pending`,
+/// and once the lock is released the version settles. (Ingest inside the PUT held it until the
+/// store gave up waiting, and left the version pending for good.)
+#[tokio::test]
+async fn an_upload_is_answered_once_stored_and_ingested_after() {
+    let (app, owners, link) = pending_version().await;
+    let id = link.split("/upload/").nth(1).and_then(|rest| rest.split('?').next()).expect("an /upload/ link");
+    let link = if link.starts_with('/') { format!("{}{link}", app.url) } else { link.clone() };
+    let version = format!("{VPC}/version?module_version=1.0.0");
+    let archive = module_archive();
+    let (last, first) = archive.split_last().expect("an archive");
+
+    let (body, chunks) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    let stream = futures::stream::unfold(chunks, |mut chunks| async move { chunks.recv().await.map(|c| (c, chunks)) });
+    body.send(Ok(first.to_vec())).await.unwrap();
+    let request = app.client.put(&link).header("Content-Type", "application/octet-stream");
+    let put = tokio::spawn(request.body(reqwest::Body::wrap_stream(stream)).send());
+
+    let (store, claim) = (app.store(), hangar::store::keys::upload_claim(id));
+    for _ in 0..1000 {
+        if store.get(&claim).await.unwrap().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(store.get(&claim).await.unwrap().is_some(), "the upload is claimed before its body is read");
+    let writer = rusqlite::Connection::open(app.data_dir.path().join("hangar.db")).unwrap();
+    writer.busy_timeout(Duration::from_secs(10)).unwrap();
+    writer.execute_batch("BEGIN IMMEDIATE").unwrap();
+
+    body.send(Ok(vec![*last])).await.unwrap();
+    drop(body);
+    assert_eq!(put.await.unwrap().unwrap().status(), 200, "answered while ingest cannot settle");
+    let right_after = app.get(&version, &owners).await;
+    assert_eq!(right_after.body["data"]["attributes"]["status"], "pending");
+
+    writer.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(app.upload(&link, hostile_archive()).await, 409, "the link is used all the same");
+    let settled = app.settled(&version, &owners).await;
+    assert_eq!(settled.body["data"]["attributes"]["status"], "ok", "ingest settles it after");
+    assert_eq!(served(&app, &owners).await, module_archive());
+    app.stop().await;
+}
+
+/// Uploads and the archives served live apart, as S3's `upload/` and `object/` prefixes: the
+/// link stores the upload in the data directory's `uploads/`, ingest copies it to `objects/`
+/// and serves that copy under another id, and the upload is removed.
+#[tokio::test]
+async fn an_upload_lands_apart_from_the_archive_that_is_served() {
+    let (app, owners, link) = pending_version().await;
+    let path = link.strip_prefix(&app.url).unwrap_or(&link);
+    let upload = path.strip_prefix("/upload/").and_then(|rest| rest.split('?').next()).expect("an /upload/ link");
+    assert_eq!(app.upload(&link, module_archive()).await, 200);
+    let version = app.settled(&format!("{VPC}/version?module_version=1.0.0"), &owners).await;
+    assert_eq!(version.body["data"]["attributes"]["status"], "ok");
+
+    let download = app.get("/api/registry/v1/modules/acme/vpc/aws/1.0.0/download", &owners).await;
+    let get = download.headers["x-terraform-get"].to_str().unwrap().to_owned();
+    let archive = get.split("/object/").nth(1).and_then(|rest| rest.split('?').next()).expect("an /object/ link");
+    assert_ne!(archive, upload, "the archive served is a copy of its own");
+    let data = app.data_dir.path();
+    assert_eq!(std::fs::read(data.join("objects").join(archive)).unwrap(), module_archive());
+    assert_eq!(served(&app, &owners).await, module_archive());
+    let uploads = || std::fs::read_dir(data.join("uploads")).unwrap().count();
+    for _ in 0..100 {
+        if uploads() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(uploads(), 0, "the upload is removed once ingested");
+    app.stop().await;
 }

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -68,3 +69,21 @@ def hangar():
 def hangar_tls():
     """dev-server over https with its self-signed certificate, as the Terraform CLI needs."""
     yield from _serve("--tls")
+
+
+@pytest.fixture
+def settled():
+    """Waits until a module version is no longer `pending` and returns its status: dev-server
+    answers an upload's PUT once the archive is stored and ingests it after, as AWS does."""
+
+    def wait(client, module, version: str, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = client.registry_modules.read_version(module, version).status
+            if status != "pending":
+                return status
+            if time.monotonic() > deadline:
+                pytest.fail(f"version {version} still pending after {timeout} s")
+            time.sleep(0.1)
+
+    return wait

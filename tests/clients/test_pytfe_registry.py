@@ -26,7 +26,7 @@ def module_archive() -> io.BytesIO:
     return buffer
 
 
-def test_a_module_author_publishes_reads_and_deletes_through_pytfe(hangar):
+def test_a_module_author_publishes_reads_and_deletes_through_pytfe(hangar, settled):
     client = TFEClient(TFEConfig(address=hangar.url, token=hangar.admin_token))
     client.organizations.create(OrganizationCreateOptions(name="acme", email="ops@acme.example"))
 
@@ -45,6 +45,8 @@ def test_a_module_author_publishes_reads_and_deletes_through_pytfe(hangar):
     client.registry_modules.upload_tar_gzip(version.links["upload"], module_archive())
     second = client.registry_modules.create_version(vpc, RegistryModuleCreateVersionOptions(version="1.1.0"))
     client.registry_modules.upload_tar_gzip(second.links["upload"], module_archive())
+    assert settled(client, vpc, "1.0.0") == "ok"
+    assert settled(client, vpc, "1.1.0") == "ok"
 
     read = client.registry_modules.read(vpc)
     assert read.id == created.id

@@ -40,7 +40,7 @@ def terraform() -> str:
     return found
 
 
-def test_terraform_init_installs_the_highest_matching_ok_version(hangar_tls, tmp_path: Path):
+def test_terraform_init_installs_the_highest_matching_ok_version(hangar_tls, settled, tmp_path: Path):
     host = urlparse(hangar_tls.url).netloc  # 127.0.0.1:PORT: a host with a dot, as Terraform wants
     client = TFEClient(TFEConfig(address=hangar_tls.url, token=hangar_tls.admin_token, ca_bundle=hangar_tls.certificate))
     client.organizations.create(OrganizationCreateOptions(name="acme", email="ops@acme.example"))
@@ -50,6 +50,7 @@ def test_terraform_init_installs_the_highest_matching_ok_version(hangar_tls, tmp
         created = client.registry_modules.create_version(vpc, RegistryModuleCreateVersionOptions(version=version))
         if uploaded:
             client.registry_modules.upload_tar_gzip(created.links["upload"], archive(version))
+            assert settled(client, vpc, version) == "ok"
 
     work = tmp_path / "work"
     work.mkdir()

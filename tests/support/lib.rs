@@ -67,6 +67,8 @@ pub fn options(data_dir: &std::path::Path) -> Options {
         rotation_interval: 3600,
         header_timeout: 10,
         body_timeout: 300,
+        // Only `spawn_on_dynamodb` polls a queue of its own: every test shares one emulator.
+        upload_queue: String::new(),
     }
 }
 
@@ -160,6 +162,19 @@ impl TestApp {
         self.request(Method::DELETE, path, Some(token), None).await
     }
 
+    /// Reads a module version (`path`, e.g. `…/version?module_version=1.0.0`) until it is no
+    /// longer `pending`: ingest runs after an upload, off its PUT, as in AWS.
+    pub async fn settled(&self, path: &str, token: &str) -> Reply {
+        for _ in 0..600 {
+            let reply = self.get(path, token).await;
+            if reply.body["data"]["attributes"]["status"] != "pending" {
+                return reply;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("{path} still pending after 60 s");
+    }
+
     /// Creates an organization as the site admin.
     pub async fn create_organization(&self, name: &str) -> Reply {
         let body = json!({"data": {"type": "organizations", "attributes": {"name": name, "email": "ops@example.com"}}});
@@ -233,8 +248,19 @@ pub async fn cold_start(variables: &[(&str, &str)]) -> AppState {
     state.expect("the cold start builds its state")
 }
 
-/// dev-server on DynamoDB and S3 in the emulator, with a fresh table and bucket.
+/// dev-server on DynamoDB and S3 in the emulator, with a fresh table, bucket and upload-event
+/// queue: uploads are ingested as in AWS, from the bucket's events.
 pub async fn spawn_on_dynamodb() -> Option<TestApp> {
+    spawn_on_dynamodb_polling(true).await
+}
+
+/// The same with no queue: nothing ingests an upload but what the test calls itself (the
+/// registry-ingest handler, fed events it makes).
+pub async fn spawn_on_dynamodb_without_queue() -> Option<TestApp> {
+    spawn_on_dynamodb_polling(false).await
+}
+
+async fn spawn_on_dynamodb_polling(queue: bool) -> Option<TestApp> {
     moto_in_environment().await?;
     let data_dir = tempfile::tempdir().expect("a temporary directory");
     let suffix = random_token(10).to_lowercase();
@@ -244,7 +270,8 @@ pub async fn spawn_on_dynamodb() -> Option<TestApp> {
         bucket: format!("hangar-{suffix}"),
         ..Config::default()
     };
-    let options = Options { store: Store::Dynamodb, init: true, ..options(data_dir.path()) };
+    let upload_queue = if queue { format!("hangar-{suffix}") } else { String::new() };
+    let options = Options { store: Store::Dynamodb, init: true, upload_queue, ..options(data_dir.path()) };
     Some(TestApp::spawn_in(data_dir, options, config).await)
 }
 

@@ -2,6 +2,8 @@
 //! blobs by default, so Hangar runs with no network and no AWS account. Tests start it
 //! in-process with [`start`] on port 0 and a temporary data directory.
 
+mod uploads;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -52,6 +54,11 @@ pub struct Options {
     /// Seconds a client has to send a request's whole body (an archive upload included).
     #[arg(long, env = "HANGAR_BODY_TIMEOUT", default_value_t = 300)]
     pub body_timeout: u64,
+    /// With `--store dynamodb`: the SQS queue that receives the bucket's upload events, which
+    /// dev-server polls to ingest uploads (`--init` creates it and points the bucket at it).
+    /// Empty: dev-server does not poll, and something else (the stack's registry-ingest) must.
+    #[arg(long, env = "HANGAR_UPLOAD_QUEUE", default_value = "hangar-uploads")]
+    pub upload_queue: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +69,8 @@ pub enum Error {
     Listen { addr: SocketAddr, source: std::io::Error },
     #[error("TLS certificate: {0}")]
     Tls(String),
+    #[error(transparent)]
+    Queue(#[from] uploads::QueueError),
 }
 
 /// A started server.
@@ -77,12 +86,17 @@ pub struct Running {
     shutdown: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
     rotation: JoinHandle<()>,
+    /// The upload-event poller, on DynamoDB and S3.
+    uploads: Option<JoinHandle<()>>,
 }
 
 impl Running {
     /// Stops accepting connections, lets requests in flight finish, and waits.
     pub async fn stop(self) -> std::io::Result<()> {
         self.rotation.abort();
+        if let Some(uploads) = &self.uploads {
+            uploads.abort();
+        }
         let _ = self.shutdown.send(());
         self.task.await.unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
@@ -105,7 +119,15 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     let state = AppState::build(config, options.init).await?;
     let generated = install_tokens(&state, Unconfigured::Generate).await?;
     let (generated_admin_token, generated_root_token) = (generated.admin_token, generated.root_service_token);
+    // On the embedded store the `/upload/` route starts ingest itself; on S3 the bucket's
+    // events come through the queue, as they reach the registry-ingest function in AWS.
+    let queue = if options.store == Store::Dynamodb && !options.upload_queue.is_empty() {
+        Some(uploads::UploadQueue::connect(&options.upload_queue, &state.config.bucket, options.init).await?)
+    } else {
+        None
+    };
     let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
+    let uploads = queue.map(|queue| tokio::spawn(queue.run(state.clone())));
     let router = routers::all(state);
 
     // A client gets `header_timeout` to send its request line and headers and `body_timeout` to
@@ -133,7 +155,7 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     } else {
         (tokio::spawn(async move { server.serve(service).await }), None)
     };
-    Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation })
+    Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation, uploads })
 }
 
 /// The scheduled job on a timer (and at once when work is recorded): what EventBridge does for
@@ -153,11 +175,12 @@ async fn run_rotation(state: AppState, every_seconds: u64) {
 }
 
 /// The self-signed certificate in `<data-dir>/tls/`, generated on first use for localhost,
-/// 127.0.0.1 and the listen address.
+/// 127.0.0.1 and the listen address. Its private key is readable by its owner only.
 fn certificate(data_dir: &Path, addr: SocketAddr) -> Result<(PathBuf, PathBuf), Error> {
     let dir = data_dir.join("tls");
     let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
     if cert.exists() && key.exists() {
+        hangar::seal::restrict_to_owner(&key);
         return Ok((cert, key));
     }
     let tls = |e: &dyn std::fmt::Display| Error::Tls(e.to_string());
@@ -168,8 +191,29 @@ fn certificate(data_dir: &Path, addr: SocketAddr) -> Result<(PathBuf, PathBuf), 
     }
     let generated = rcgen::generate_simple_self_signed(names).map_err(|e| tls(&e))?;
     std::fs::write(&cert, generated.cert.pem()).map_err(|e| tls(&e))?;
-    std::fs::write(&key, generated.signing_key.serialize_pem()).map_err(|e| tls(&e))?;
+    write_owner_only(&key, generated.signing_key.serialize_pem().as_bytes()).map_err(|e| tls(&e))?;
     Ok((cert, key))
+}
+
+/// Writes a file only its owner may read (mode 0600), from its creation on.
+fn write_owner_only(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options.open(path)?;
+    // A file that was there already keeps its mode through `open`.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    file.write_all(contents)?;
+    file.sync_all()
 }
 
 /// Installs the TLS crypto provider once per process (several may be compiled in).

@@ -1,4 +1,4 @@
-//! The `registry-ingest` function: S3 ObjectCreated on `object/` → the registry's ingest.
+//! The `registry-ingest` function: S3 ObjectCreated on `upload/` → the registry's ingest.
 
 #[tokio::main]
 async fn main() -> Result<(), hangar::lambda::Error> {

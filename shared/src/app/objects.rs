@@ -1,5 +1,6 @@
-//! dev-server's `PUT` and `GET /object/{id}`: the HTTP side of local blobs' signed links. A bad
-//! or expired signature is a 403, a body over the size cap a 413, an unknown object a 404.
+//! dev-server's `PUT /upload/{id}` and `GET /object/{id}`: the HTTP side of local blobs' signed
+//! links (uploads and served archives apart, as S3's `upload/` and `object/` prefixes). A bad or
+//! expired signature is a 403, a body over the size cap a 413, an unknown object a 404.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, put};
 use axum::Router;
 use serde::Deserialize;
 
@@ -22,14 +23,18 @@ struct Signed {
     signature: String,
 }
 
-/// `PUT` and `GET /object/{id}` for signed links, accepting every validly signed upload.
+/// `PUT /upload/{id}` and `GET /object/{id}` for signed links, accepting every validly signed
+/// upload.
 pub fn object_routes(blobs: LocalBlobs) -> Router {
     object_routes_with_hooks(blobs, Arc::new(AcceptAll))
 }
 
 /// The same, with `hooks` deciding whether an upload is wanted and told when one is stored.
 pub fn object_routes_with_hooks(blobs: LocalBlobs, hooks: Arc<dyn UploadHooks>) -> Router {
-    Router::new().route("/object/{id}", get(download).put(upload)).with_state(Links { blobs, hooks })
+    Router::new()
+        .route("/upload/{id}", put(upload))
+        .route("/object/{id}", get(download))
+        .with_state(Links { blobs, hooks })
 }
 
 #[derive(Clone)]

@@ -61,7 +61,7 @@ impl BlobStore for NoBlobs {
         Err(unavailable())
     }
 
-    async fn size(&self, _: &ObjectId) -> Result<u64, BlobError> {
+    async fn upload_size(&self, _: &ObjectId) -> Result<u64, BlobError> {
         Err(unavailable())
     }
 
@@ -69,7 +69,7 @@ impl BlobStore for NoBlobs {
         Err(unavailable())
     }
 
-    async fn copy(&self, _: &ObjectId, _: &ObjectId) -> Result<(), BlobError> {
+    async fn copy_upload(&self, _: &ObjectId, _: &ObjectId) -> Result<(), BlobError> {
         Err(unavailable())
     }
 

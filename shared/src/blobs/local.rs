@@ -1,7 +1,8 @@
-//! Local blobs: files under the data directory, reached through links signed with HMAC-SHA256
-//! over the method, object id and expiry. dev-server serves the links (the HTTP side lives with
-//! the routers, `app::objects`); an upload is written to a temporary file and renamed into place
-//! only once complete.
+//! Local blobs: files under the data directory, uploads in `uploads/` and archives in
+//! `objects/` (S3's `upload/` and `object/` prefixes), reached through links signed with
+//! HMAC-SHA256 over the method, object id and expiry: `PUT /upload/{id}` and `GET /object/{id}`.
+//! dev-server serves the links (the HTTP side lives with the routers, `app::objects`); an upload
+//! is written to a temporary file and linked into place only once complete.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,7 +19,10 @@ const KEY_FILE: &str = "blob-signing.key";
 
 #[derive(Clone)]
 pub struct LocalBlobs {
-    dir: PathBuf,
+    /// Archives, `object/` in S3.
+    objects: PathBuf,
+    /// Uploads, `upload/` in S3.
+    uploads: PathBuf,
     signing_key: Vec<u8>,
     base_url: String,
     max_upload_bytes: u64,
@@ -54,10 +58,15 @@ pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()>
 }
 
 impl LocalBlobs {
-    /// `base_url` prefixes the links (empty gives relative links such as `/object/…`).
-    pub fn new(dir: PathBuf, signing_key: Vec<u8>, base_url: String, max_upload_bytes: u64) -> Result<Self, BlobError> {
-        std::fs::create_dir_all(&dir).map_err(BlobError::backend)?;
-        Ok(Self { dir, signing_key, base_url: base_url.trim_end_matches('/').to_owned(), max_upload_bytes })
+    /// Blobs in `dir`: archives in `dir/objects/`, uploads in `dir/uploads/`. `base_url`
+    /// prefixes the links (empty gives relative links such as `/object/…`).
+    pub fn new(dir: &Path, signing_key: Vec<u8>, base_url: String, max_upload_bytes: u64) -> Result<Self, BlobError> {
+        let (objects, uploads) = (dir.join("objects"), dir.join("uploads"));
+        for dir in [&objects, &uploads] {
+            std::fs::create_dir_all(dir).map_err(BlobError::backend)?;
+        }
+        let base_url = base_url.trim_end_matches('/').to_owned();
+        Ok(Self { objects, uploads, signing_key, base_url, max_upload_bytes })
     }
 
     /// The same store with links on another base URL (dev-server learns its port after binding).
@@ -67,7 +76,11 @@ impl LocalBlobs {
     }
 
     fn path(&self, id: &ObjectId) -> PathBuf {
-        self.dir.join(id.as_str())
+        self.objects.join(id.as_str())
+    }
+
+    fn upload_path(&self, id: &ObjectId) -> PathBuf {
+        self.uploads.join(id.as_str())
     }
 
     fn signature(&self, method: &str, id: &ObjectId, expires: i64) -> String {
@@ -76,10 +89,12 @@ impl LocalBlobs {
         hex::encode(mac.finalize().into_bytes())
     }
 
+    /// A `PUT` link goes to `/upload/{id}`, a `GET` link to `/object/{id}`.
     fn signed_url(&self, method: &str, id: &ObjectId, valid_for: Duration) -> String {
         let expires = chrono::Utc::now().timestamp() + valid_for.as_secs() as i64;
         let signature = self.signature(method, id, expires);
-        format!("{}/object/{id}?expires={expires}&signature={signature}", self.base_url)
+        let area = if method == "PUT" { "upload" } else { "object" };
+        format!("{}/{area}/{id}?expires={expires}&signature={signature}", self.base_url)
     }
 
     /// Whether a link's signature is this store's and has not expired (constant-time compare).
@@ -90,20 +105,20 @@ impl LocalBlobs {
         expires > chrono::Utc::now().timestamp() && mac.verify_slice(&presented).is_ok()
     }
 
-    /// Stores an uploaded stream as the object: written to a temporary file and linked into
-    /// place only once complete, so no partial object is ever visible; over the size cap it
-    /// stops at once with [`BlobError::TooLarge`]; an object that exists already is never
+    /// Stores an uploaded stream as the upload `id`: written to a temporary file and linked
+    /// into place only once complete, so no partial upload is ever visible; over the size cap
+    /// it stops at once with [`BlobError::TooLarge`]; an upload that exists already is never
     /// replaced ([`BlobError::AlreadyStored`]).
     pub async fn receive<S, E>(&self, id: &ObjectId, body: S) -> Result<(), BlobError>
     where
         S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
         E: std::fmt::Display,
     {
-        let temp = self.dir.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
+        let temp = self.uploads.join(format!(".upload-{}-{}", id, crate::ids::random_token(8)));
         // A hard link, unlike a rename, never replaces: of uploads racing to one object exactly
         // one lands, and the others are refused with nothing changed.
         let result = match write_capped(&temp, body, self.max_upload_bytes).await {
-            Ok(()) => match tokio::fs::hard_link(&temp, self.path(id)).await {
+            Ok(()) => match tokio::fs::hard_link(&temp, self.upload_path(id)).await {
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(BlobError::AlreadyStored),
                 other => other.map_err(BlobError::backend),
             },
@@ -138,6 +153,46 @@ impl BlobStore for LocalBlobs {
         Ok(self.signed_url("PUT", id, valid_for))
     }
 
+    async fn put_file(&self, id: &ObjectId, file: &Path) -> Result<(), BlobError> {
+        let temp = self.uploads.join(format!(".put-{id}-{}", crate::ids::random_token(8)));
+        let stored = match tokio::fs::copy(file, &temp).await {
+            Ok(_) => tokio::fs::rename(&temp, self.upload_path(id)).await.map_err(BlobError::backend),
+            Err(e) => Err(BlobError::backend(e)),
+        };
+        if stored.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        stored
+    }
+
+    async fn upload_size(&self, id: &ObjectId) -> Result<u64, BlobError> {
+        match tokio::fs::metadata(self.upload_path(id)).await {
+            Ok(metadata) => Ok(metadata.len()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(BlobError::backend(e)),
+        }
+    }
+
+    async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
+        let temp = self.objects.join(format!(".copy-{to}-{}", crate::ids::random_token(8)));
+        // Files are only ever replaced by a rename, never written in place, so a hard link is
+        // a copy that costs nothing; a filesystem without links gets a byte copy.
+        let source = self.upload_path(from);
+        let linked = match tokio::fs::hard_link(&source, &temp).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => tokio::fs::copy(&source, &temp).await.map(drop),
+            other => other,
+        };
+        let copied = match linked {
+            Ok(()) => tokio::fs::rename(&temp, self.path(to)).await.map_err(BlobError::backend),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(BlobError::backend(e)),
+        };
+        if copied.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        copied
+    }
+
     async fn download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError> {
         Ok(self.signed_url("GET", id, valid_for))
     }
@@ -150,51 +205,13 @@ impl BlobStore for LocalBlobs {
         }
     }
 
-    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError> {
-        match tokio::fs::metadata(self.path(id)).await {
-            Ok(metadata) => Ok(metadata.len()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
-            Err(e) => Err(BlobError::backend(e)),
-        }
-    }
-
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
-        match tokio::fs::remove_file(self.path(id)).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BlobError::backend(e)),
-            _ => Ok(()),
-        }
-    }
-
-    async fn put_file(&self, id: &ObjectId, file: &Path) -> Result<(), BlobError> {
-        let temp = self.dir.join(format!(".put-{id}-{}", crate::ids::random_token(8)));
-        let stored = match tokio::fs::copy(file, &temp).await {
-            Ok(_) => tokio::fs::rename(&temp, self.path(id)).await.map_err(BlobError::backend),
-            Err(e) => Err(BlobError::backend(e)),
-        };
-        if stored.is_err() {
-            let _ = tokio::fs::remove_file(&temp).await;
-        }
-        stored
-    }
-
-    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
-        let temp = self.dir.join(format!(".copy-{to}-{}", crate::ids::random_token(8)));
-        // Objects are only ever replaced by a rename, never written in place, so a hard link
-        // is a copy that costs nothing; a filesystem without links gets a byte copy.
-        let linked = match tokio::fs::hard_link(self.path(from), &temp).await {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                tokio::fs::copy(self.path(from), &temp).await.map(drop)
+        for path in [self.path(id), self.upload_path(id)] {
+            match tokio::fs::remove_file(path).await {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(BlobError::backend(e)),
+                _ => {}
             }
-            other => other,
-        };
-        let copied = match linked {
-            Ok(()) => tokio::fs::rename(&temp, self.path(to)).await.map_err(BlobError::backend),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
-            Err(e) => Err(BlobError::backend(e)),
-        };
-        if copied.is_err() {
-            let _ = tokio::fs::remove_file(&temp).await;
         }
-        copied
+        Ok(())
     }
 }

@@ -1,6 +1,10 @@
-//! The object-store port: archives live under `object/<object-id>`, reached by pre-signed
-//! links that carry no bearer token. Two adapters: [`S3Blobs`] and [`LocalBlobs`] (files in the
-//! data directory, links signed with HMAC and served by dev-server's `/object/` routes).
+//! The object-store port. Two areas: uploads land under `upload/<object-id>` (through a
+//! version's upload link, or [`BlobStore::put_file`]), and the archives served for downloads
+//! live under `object/<object-id>`, where only ingest's copy of an upload ever puts them. Links
+//! are pre-signed and carry no bearer token. The areas are apart so that a stray upload can be
+//! expired by age (the bucket's lifecycle rule) while a served archive lives as long as its
+//! version. Two adapters: [`S3Blobs`] and [`LocalBlobs`] (files in the data directory, links
+//! signed with HMAC and served by dev-server's `/upload/` and `/object/` routes).
 
 mod deployed;
 mod local;
@@ -20,6 +24,13 @@ pub use s3::S3Blobs;
 /// The content type archives are uploaded and served with. Upload links also take a PUT with
 /// no content type at all, as pytfe sends it, so they do not insist on this one.
 pub const UPLOAD_CONTENT_TYPE: &str = "application/octet-stream";
+
+/// Where uploads land: the prefix of upload links' keys, which the bucket's ObjectCreated
+/// notification and its expiry rule name.
+pub const UPLOAD_PREFIX: &str = "upload/";
+
+/// Where the archives served for downloads live.
+pub const OBJECT_PREFIX: &str = "object/";
 
 /// A streaming reader over a stored object.
 pub type BlobReader = Pin<Box<dyn AsyncRead + Send>>;
@@ -45,9 +56,19 @@ impl ObjectId {
         &self.0
     }
 
-    /// The object's key in the bucket.
+    /// The key of the archive `id` in the bucket.
     pub fn key(&self) -> String {
-        format!("object/{}", self.0)
+        format!("{OBJECT_PREFIX}{}", self.0)
+    }
+
+    /// The key of the upload `id` in the bucket.
+    pub fn upload_key(&self) -> String {
+        format!("{UPLOAD_PREFIX}{}", self.0)
+    }
+
+    /// The upload a bucket key names (`upload/<id>`), if it names one.
+    pub fn from_upload_key(key: &str) -> Option<Self> {
+        key.strip_prefix(UPLOAD_PREFIX).and_then(Self::parse)
     }
 }
 
@@ -82,27 +103,30 @@ impl BlobError {
 
 #[async_trait]
 pub trait BlobStore: Send + Sync + 'static {
-    /// A link that accepts a `PUT` of the object's bytes (`Content-Type: application/octet-stream`
+    /// A link that accepts a `PUT` of the upload `id` (`Content-Type: application/octet-stream`
     /// or none), with no Authorization header.
     async fn upload_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError>;
 
-    /// A link that serves the object to a `GET`.
+    /// Stores a local file as the upload `id`, replacing it, as a PUT on its link would
+    /// (archives Hangar fetched itself).
+    async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError>;
+
+    /// The upload's size in bytes, read without reading the upload.
+    async fn upload_size(&self, id: &ObjectId) -> Result<u64, BlobError>;
+
+    /// Copies the upload `from` to the archive `to` inside the store (no bytes through the
+    /// caller), replacing `to`. A later change of the upload leaves the copy alone.
+    async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError>;
+
+    /// A link that serves the archive `id` to a `GET`.
     async fn download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError>;
 
-    /// Streams the stored object.
+    /// Streams the archive `id`.
     async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError>;
 
-    /// The stored object's size in bytes, read without reading the object.
-    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError>;
-
-    /// Removes the object; removing a missing object succeeds.
+    /// Removes what `id` names, the archive and the upload alike (ids are random, so one id is
+    /// only ever one of them); removing a missing object succeeds.
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError>;
-
-    /// Copies an object inside the store (no bytes through the caller), replacing `to`.
-    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError>;
-
-    /// Stores a local file as the object, replacing it (archives Hangar fetched itself).
-    async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError>;
 }
 
 pub type Blobs = Arc<dyn BlobStore>;
@@ -119,6 +143,7 @@ pub trait UploadHooks: Send + Sync + 'static {
     /// An accepted upload did not arrive whole: the object may take another upload.
     async fn abandoned(&self, id: &ObjectId);
 
-    /// Runs after the object is stored, before the PUT is answered.
+    /// The upload is stored. Called before the PUT is answered, so it must return at once:
+    /// what it starts (ingest) runs after, off the request, as S3's event does in AWS.
     async fn uploaded(&self, id: &ObjectId);
 }

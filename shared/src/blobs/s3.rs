@@ -1,5 +1,6 @@
-//! The AWS adapter of the object store: objects in one S3 bucket, reached through pre-signed
-//! links so that clients move archive bytes straight to and from S3, never through a function.
+//! The AWS adapter of the object store: one S3 bucket, uploads under `upload/` and archives
+//! under `object/`, reached through pre-signed links so that clients move archive bytes straight
+//! to and from S3, never through a function.
 
 use std::time::Duration;
 
@@ -54,13 +55,40 @@ impl BlobStore for S3Blobs {
             .client
             .put_object()
             .bucket(&self.bucket)
-            .key(id.key())
+            .key(id.upload_key())
             // The content type is left out of the signature: go-tfe sends
             // `application/octet-stream` and pytfe sends none, and both must be able to upload.
             .presigned(presigning(valid_for)?)
             .await
             .map_err(backend)?;
         Ok(request.uri().to_owned())
+    }
+
+    async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError> {
+        let body = aws_sdk_s3::primitives::ByteStream::from_path(file).await.map_err(BlobError::backend)?;
+        let request =
+            self.client.put_object().bucket(&self.bucket).key(id.upload_key()).content_type(super::UPLOAD_CONTENT_TYPE);
+        request.body(body).send().await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn upload_size(&self, id: &ObjectId) -> Result<u64, BlobError> {
+        match self.client.head_object().bucket(&self.bucket).key(id.upload_key()).send().await {
+            Ok(head) => Ok(head.content_length().unwrap_or(0).max(0) as u64),
+            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Err(BlobError::NotFound),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
+        // Keys hold only URL-safe characters, so the copy source needs no escaping.
+        let source = format!("{}/{}", self.bucket, from.upload_key());
+        match self.client.copy_object().bucket(&self.bucket).copy_source(source).key(to.key()).send().await {
+            Err(e) if e.as_service_error().and_then(|e| e.meta().code()) == Some("NoSuchKey") => {
+                Err(BlobError::NotFound)
+            }
+            other => other.map(drop).map_err(backend),
+        }
     }
 
     async fn download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<String, BlobError> {
@@ -84,35 +112,10 @@ impl BlobStore for S3Blobs {
     }
 
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
-        self.client.delete_object().bucket(&self.bucket).key(id.key()).send().await.map_err(backend)?;
-        Ok(())
-    }
-
-    async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError> {
-        let body = aws_sdk_s3::primitives::ByteStream::from_path(file).await.map_err(BlobError::backend)?;
-        let request =
-            self.client.put_object().bucket(&self.bucket).key(id.key()).content_type(super::UPLOAD_CONTENT_TYPE);
-        request.body(body).send().await.map_err(backend)?;
-        Ok(())
-    }
-
-    async fn size(&self, id: &ObjectId) -> Result<u64, BlobError> {
-        match self.client.head_object().bucket(&self.bucket).key(id.key()).send().await {
-            Ok(head) => Ok(head.content_length().unwrap_or(0).max(0) as u64),
-            Err(e) if e.as_service_error().is_some_and(|e| e.is_not_found()) => Err(BlobError::NotFound),
-            Err(e) => Err(backend(e)),
+        for key in [id.key(), id.upload_key()] {
+            self.client.delete_object().bucket(&self.bucket).key(key).send().await.map_err(backend)?;
         }
-    }
-
-    async fn copy(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
-        // Keys hold only URL-safe characters, so the copy source needs no escaping.
-        let source = format!("{}/{}", self.bucket, from.key());
-        match self.client.copy_object().bucket(&self.bucket).copy_source(source).key(to.key()).send().await {
-            Err(e) if e.as_service_error().and_then(|e| e.meta().code()) == Some("NoSuchKey") => {
-                Err(BlobError::NotFound)
-            }
-            other => other.map(drop).map_err(backend),
-        }
+        Ok(())
     }
 }
 

@@ -1,11 +1,13 @@
-//! Ingest: what happens when an archive lands on a version's upload link. The S3 ObjectCreated
-//! event (function `registry-ingest`) and dev-server's local PUT both call [`object_created`].
+//! Ingest: what happens when an archive lands on a version's upload link (`upload/<id>`). The
+//! S3 ObjectCreated event (function `registry-ingest`, or dev-server on DynamoDB polling the
+//! bucket's event queue) and dev-server's local PUT both call [`object_created`], after the
+//! upload and off its request.
 //!
 //! The upload's size is checked before anything is read; the upload is then copied to an
-//! object of its own, and that copy is inspected as a stream and, if sound, served: a later PUT
-//! on the still-valid upload link can change nothing that was inspected. Either way the
-//! uploaded object is removed and the version leaves `pending` in one conditional write: there
-//! is no partial state to see.
+//! archive of its own (`object/<id>`), and that copy is inspected as a stream and, if sound,
+//! served: a later PUT on the still-valid upload link can change nothing that was inspected.
+//! Either way the upload is removed and the version leaves `pending` in one conditional write:
+//! there is no partial state to see.
 
 use async_trait::async_trait;
 use serde::Serialize;
@@ -66,7 +68,7 @@ async fn claim_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
 pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<IngestOutcome> {
     let Some((upload, version)) = pending(state, object).await? else { return Ok(IngestOutcome::Ignored) };
     let limits = state.config.archive_limits;
-    let size = match state.blobs.size(object).await {
+    let size = match state.blobs.upload_size(object).await {
         Ok(size) => size,
         Err(BlobError::NotFound) => return Ok(IngestOutcome::Ignored),
         Err(e) => return Err(e.into()),
@@ -78,7 +80,7 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
     let inspected = if size > limits.max_compressed_bytes {
         Err(ArchiveError::CompressedTooLarge { limit: limits.max_compressed_bytes })
     } else {
-        match state.blobs.copy(object, &archive).await {
+        match state.blobs.copy_upload(object, &archive).await {
             Ok(()) => archive::inspect(state.blobs.open(&archive).await?, limits).await,
             Err(BlobError::NotFound) => return Ok(IngestOutcome::Ignored),
             Err(e) => return Err(e.into()),
@@ -145,20 +147,17 @@ async fn settle(
         }
     };
     let version_item = settled.to_item()?;
+    let status_item = settled.status_item()?;
     modify(state.store.as_ref(), &upload.module, |module| {
-        if let Some(entry) = module.versions.iter_mut().find(|v| v.version == settled.version) {
-            *entry = settled.status_entry();
-        }
         if settled.status == OK {
             module.status = "setup_complete".into();
         }
         // The module's description is its latest version's, whichever version landed last.
-        if module.latest_ok().is_some_and(|latest| latest.version == settled.version) {
-            module.description = settled.description();
-        }
+        module.offer(&settled.status_entry(), settled.description());
         let writes = vec![
             Write::Put { item: version_item.clone(), condition: Condition::equals("status", PENDING) },
             Write::Delete { key: keys::pending_upload(object.as_str()), condition: Condition::Always },
+            Write::Put { item: status_item.clone(), condition: Condition::Always },
         ];
         Ok((writes, ()))
     })
@@ -179,7 +178,8 @@ fn truncate(text: &str, max: usize) -> String {
     text[..end].to_owned()
 }
 
-/// dev-server's local upload links run ingest right after the upload, as S3's event would.
+/// dev-server's local upload links start ingest once the upload is stored, as S3's event does:
+/// in a task of its own, so the PUT is answered without waiting for the inspection.
 pub struct LocalIngest(pub AppState);
 
 #[async_trait]
@@ -196,8 +196,11 @@ impl UploadHooks for LocalIngest {
     }
 
     async fn uploaded(&self, object: &ObjectId) {
-        if let Err(e) = object_created(&self.0, object).await {
-            tracing::error!(object = %object, error = %e, "ingest after a local upload failed");
-        }
+        let (state, object) = (self.0.clone(), object.clone());
+        tokio::spawn(async move {
+            if let Err(e) = object_created(&state, &object).await {
+                tracing::error!(object = %object, error = %e, "ingest after a local upload failed");
+            }
+        });
     }
 }

@@ -1,7 +1,9 @@
 //! The object-store contract: one suite, run through the port against S3 (on the moto
 //! emulator, see `support`) and against the local files served over HTTP as dev-server does,
-//! so a client's upload and download links work the same in both. The local adapter also
-//! enforces what S3 enforces with its signatures, checked by the local-only cases.
+//! so a client's upload and download links work the same in both. Uploads and archives are two
+//! areas: what a link or `put_file` stores is an upload, read only once copied to an archive.
+//! The local adapter also enforces what S3 enforces with its signatures, checked by the
+//! local-only cases.
 
 use crate::support;
 
@@ -36,8 +38,8 @@ async fn local_with_limit(max_upload_bytes: u64) -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base_url = format!("http://{}", listener.local_addr().expect("bound address"));
-    let blobs = LocalBlobs::new(dir.path().join("objects"), b"contract-test-key".to_vec(), base_url, max_upload_bytes)
-        .expect("local blobs");
+    let blobs =
+        LocalBlobs::new(dir.path(), b"contract-test-key".to_vec(), base_url, max_upload_bytes).expect("local blobs");
     let app = object_routes(blobs.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
     Fixture { blobs: Arc::new(blobs), _dir: Some(dir) }
@@ -76,7 +78,8 @@ contract!(
     upload_open_download_delete,
     missing_object_is_not_found,
     copy_is_independent_of_its_source,
-    a_local_file_is_stored_whole
+    a_local_file_is_stored_whole,
+    uploads_and_archives_are_apart
 );
 
 /// Deterministic bytes that are not all alike.
@@ -101,6 +104,7 @@ async fn upload(blobs: &Blobs, id: &ObjectId, body: Vec<u8>) {
     assert!(status.is_success(), "upload answered {status}");
 }
 
+/// The archive `id`.
 async fn read(blobs: &Blobs, id: &ObjectId) -> Result<Vec<u8>, BlobError> {
     let mut reader = blobs.open(id).await?;
     let mut bytes = Vec::new();
@@ -108,10 +112,22 @@ async fn read(blobs: &Blobs, id: &ObjectId) -> Result<Vec<u8>, BlobError> {
     Ok(bytes)
 }
 
+/// The upload `id`, read through a copy as ingest reads it.
+async fn read_upload(blobs: &Blobs, id: &ObjectId) -> Result<Vec<u8>, BlobError> {
+    let copy = ObjectId::generate();
+    blobs.copy_upload(id, &copy).await?;
+    let bytes = read(blobs, &copy).await;
+    blobs.delete(&copy).await.unwrap();
+    bytes
+}
+
 async fn upload_open_download_delete(blobs: Blobs) {
     let id = ObjectId::generate();
     let body = payload(300_000, 7);
     upload(&blobs, &id, body.clone()).await;
+    assert_eq!(blobs.upload_size(&id).await.unwrap(), 300_000);
+    assert_eq!(read_upload(&blobs, &id).await.unwrap(), body);
+    blobs.copy_upload(&id, &id).await.unwrap();
     assert_eq!(read(&blobs, &id).await.unwrap(), body);
 
     let url = blobs.download_url(&id, VALID).await.unwrap();
@@ -121,6 +137,7 @@ async fn upload_open_download_delete(blobs: Blobs) {
 
     blobs.delete(&id).await.unwrap();
     assert!(matches!(read(&blobs, &id).await, Err(BlobError::NotFound)));
+    assert!(matches!(read_upload(&blobs, &id).await, Err(BlobError::NotFound)), "the upload goes too");
     blobs.delete(&id).await.unwrap();
     let gone = reqwest::get(&url).await.unwrap().status();
     assert!(gone.is_client_error(), "download of a deleted object answered {gone}");
@@ -129,7 +146,24 @@ async fn upload_open_download_delete(blobs: Blobs) {
 async fn missing_object_is_not_found(blobs: Blobs) {
     let id = ObjectId::generate();
     assert!(matches!(read(&blobs, &id).await, Err(BlobError::NotFound)));
+    assert!(matches!(blobs.upload_size(&id).await, Err(BlobError::NotFound)));
+    assert!(matches!(read_upload(&blobs, &id).await, Err(BlobError::NotFound)));
     blobs.delete(&id).await.unwrap();
+}
+
+/// An upload link stores under `upload/`, a download link reads under `object/`: an upload is
+/// never served until copied, and a stray one can expire by its prefix.
+async fn uploads_and_archives_are_apart(blobs: Blobs) {
+    let id = ObjectId::generate();
+    let upload_url = Url::parse(&blobs.upload_url(&id, VALID).await.unwrap()).unwrap();
+    assert!(upload_url.path().ends_with(&format!("/upload/{id}")), "{upload_url}");
+    let download_url = Url::parse(&blobs.download_url(&id, VALID).await.unwrap()).unwrap();
+    assert!(download_url.path().ends_with(&format!("/object/{id}")), "{download_url}");
+    upload(&blobs, &id, payload(100, 8)).await;
+    assert!(matches!(read(&blobs, &id).await, Err(BlobError::NotFound)), "an upload is not an archive");
+    let served = reqwest::get(download_url).await.unwrap().status();
+    assert!(served.is_client_error(), "an upload is not served: {served}");
+    assert_eq!(read_upload(&blobs, &id).await.unwrap(), payload(100, 8));
 }
 
 /// An S3 pre-signed link cannot refuse: a later PUT replaces the object (ingest copies an
@@ -140,7 +174,7 @@ async fn s3_a_later_upload_replaces() {
     let (blobs, id) = (fixture.blobs.clone(), ObjectId::generate());
     upload(&blobs, &id, payload(1000, 1)).await;
     upload(&blobs, &id, payload(10, 2)).await;
-    assert_eq!(read(&blobs, &id).await.unwrap(), payload(10, 2));
+    assert_eq!(read_upload(&blobs, &id).await.unwrap(), payload(10, 2));
 }
 
 /// A local link takes one upload: a later PUT is a 409 and changes nothing.
@@ -151,13 +185,13 @@ async fn local_a_later_upload_is_refused_and_changes_nothing() {
     upload(&blobs, &id, payload(1000, 1)).await;
     let url = blobs.upload_url(&id, VALID).await.unwrap();
     assert_eq!(put(&url, UPLOAD_CONTENT_TYPE, payload(10, 2)).await, StatusCode::CONFLICT);
-    assert_eq!(read(&blobs, &id).await.unwrap(), payload(1000, 1));
+    assert_eq!(read_upload(&blobs, &id).await.unwrap(), payload(1000, 1));
 }
 
 async fn copy_is_independent_of_its_source(blobs: Blobs) {
     let (source, copy) = (ObjectId::generate(), ObjectId::generate());
     upload(&blobs, &source, payload(70_000, 3)).await;
-    blobs.copy(&source, &copy).await.unwrap();
+    blobs.copy_upload(&source, &copy).await.unwrap();
     let replacement = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(replacement.path(), payload(5, 4)).unwrap();
     blobs.put_file(&source, replacement.path()).await.unwrap();
@@ -168,7 +202,7 @@ async fn copy_is_independent_of_its_source(blobs: Blobs) {
     );
     blobs.delete(&source).await.unwrap();
     assert_eq!(read(&blobs, &copy).await.unwrap(), payload(70_000, 3));
-    let missing = blobs.copy(&ObjectId::generate(), &ObjectId::generate()).await;
+    let missing = blobs.copy_upload(&ObjectId::generate(), &ObjectId::generate()).await;
     assert!(matches!(missing, Err(BlobError::NotFound)), "{missing:?}");
 }
 
@@ -177,7 +211,8 @@ async fn a_local_file_is_stored_whole(blobs: Blobs) {
     std::fs::write(file.path(), payload(90_000, 5)).unwrap();
     let id = ObjectId::generate();
     blobs.put_file(&id, file.path()).await.unwrap();
-    assert_eq!(read(&blobs, &id).await.unwrap(), payload(90_000, 5));
+    assert_eq!(blobs.upload_size(&id).await.unwrap(), 90_000);
+    assert_eq!(read_upload(&blobs, &id).await.unwrap(), payload(90_000, 5), "stored as an upload");
 }
 
 #[tokio::test]
@@ -213,20 +248,23 @@ async fn local_rejects_tampered_links() {
     let id = ObjectId::generate();
     let upload_url = fixture.blobs.upload_url(&id, VALID).await.unwrap();
     assert_eq!(put(&tampered(&upload_url), UPLOAD_CONTENT_TYPE, payload(10, 0)).await, StatusCode::FORBIDDEN);
-    assert!(matches!(read(&fixture.blobs, &id).await, Err(BlobError::NotFound)));
+    assert!(matches!(read_upload(&fixture.blobs, &id).await, Err(BlobError::NotFound)));
 
     upload(&fixture.blobs, &id, payload(10, 0)).await;
+    fixture.blobs.copy_upload(&id, &id).await.unwrap();
     let download_url = fixture.blobs.download_url(&id, VALID).await.unwrap();
     assert_eq!(reqwest::get(tampered(&download_url)).await.unwrap().status(), StatusCode::FORBIDDEN);
     let other = ObjectId::generate();
     let swapped = download_url.replace(id.as_str(), other.as_str());
     assert_eq!(reqwest::get(swapped).await.unwrap().status(), StatusCode::FORBIDDEN);
-    let as_upload = upload_url.clone();
+    let as_download = upload_url.replace("/upload/", "/object/");
     assert_eq!(
-        reqwest::get(as_upload).await.unwrap().status(),
+        reqwest::get(as_download).await.unwrap().status(),
         StatusCode::FORBIDDEN,
-        "an upload link is no download link"
+        "an upload link's signature is no download link's"
     );
+    let as_upload = reqwest::get(upload_url).await.unwrap().status();
+    assert!(as_upload.is_client_error(), "an upload link serves nothing: {as_upload}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -235,11 +273,12 @@ async fn local_rejects_expired_links() {
     let id = ObjectId::generate();
     let upload_url = fixture.blobs.upload_url(&id, Duration::from_secs(1)).await.unwrap();
     upload(&fixture.blobs, &id, payload(10, 0)).await;
+    fixture.blobs.copy_upload(&id, &id).await.unwrap();
     let download_url = fixture.blobs.download_url(&id, Duration::from_secs(1)).await.unwrap();
     tokio::time::sleep(Duration::from_millis(2100)).await;
     assert_eq!(put(&upload_url, UPLOAD_CONTENT_TYPE, payload(10, 1)).await, StatusCode::FORBIDDEN);
     assert_eq!(reqwest::get(download_url).await.unwrap().status(), StatusCode::FORBIDDEN);
-    assert_eq!(read(&fixture.blobs, &id).await.unwrap(), payload(10, 0));
+    assert_eq!(read_upload(&fixture.blobs, &id).await.unwrap(), payload(10, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -248,11 +287,11 @@ async fn local_limits_upload_size() {
     let id = ObjectId::generate();
     let url = fixture.blobs.upload_url(&id, VALID).await.unwrap();
     assert_eq!(put(&url, UPLOAD_CONTENT_TYPE, payload(8 * 1024, 0)).await, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(matches!(read(&fixture.blobs, &id).await, Err(BlobError::NotFound)), "nothing partial is kept");
+    assert!(matches!(read_upload(&fixture.blobs, &id).await, Err(BlobError::NotFound)), "nothing partial is kept");
     assert_eq!(put(&url, UPLOAD_CONTENT_TYPE, payload(1025, 0)).await, StatusCode::PAYLOAD_TOO_LARGE);
-    assert!(matches!(read(&fixture.blobs, &id).await, Err(BlobError::NotFound)));
+    assert!(matches!(read_upload(&fixture.blobs, &id).await, Err(BlobError::NotFound)));
     upload(&fixture.blobs, &id, payload(1024, 0)).await;
-    assert_eq!(read(&fixture.blobs, &id).await.unwrap(), payload(1024, 0));
+    assert_eq!(read_upload(&fixture.blobs, &id).await.unwrap(), payload(1024, 0));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -262,5 +301,5 @@ async fn local_accepts_uploads_without_a_content_type() {
     let url = fixture.blobs.upload_url(&id, VALID).await.unwrap();
     let status = reqwest::Client::new().put(&url).body(payload(10, 0)).send().await.unwrap().status();
     assert_eq!(status, StatusCode::OK, "pytfe uploads with no content type");
-    assert_eq!(read(&fixture.blobs, &id).await.unwrap(), payload(10, 0));
+    assert_eq!(read_upload(&fixture.blobs, &id).await.unwrap(), payload(10, 0));
 }
