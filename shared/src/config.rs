@@ -1,5 +1,6 @@
 //! Every setting, read once from the environment at start. README.md documents each one.
 
+use std::ops::RangeInclusive;
 use std::path::PathBuf;
 
 use crate::archive::ArchiveLimits;
@@ -51,17 +52,97 @@ pub struct Config {
     /// Networks VCS calls may reach besides the public Internet (`HANGAR_VCS_ALLOWED_NETWORKS`):
     /// none by default, so a connection cannot point Hangar at its own network.
     pub vcs_allowed_networks: AllowedNetworks,
+    /// What the deployment lets the broker's roles ask of AWS (`HANGAR_BROKER_*`).
+    pub broker_limits: BrokerLimits,
 }
+
+/// What the deployment lets broker roles and static roles ask of AWS, besides what IAM itself
+/// allows the broker. Each setting unset (as in a plain dev-server) restricts nothing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrokerLimits {
+    /// `HANGAR_BROKER_USER_PATH`: the IAM path every dynamic user is created under (a role's
+    /// own `user_path` must lie within it; a role without one gets it).
+    pub user_path: Option<String>,
+    /// `HANGAR_BROKER_PERMISSIONS_BOUNDARY`: the boundary every dynamic user gets (a role may
+    /// name no other).
+    pub permissions_boundary: Option<String>,
+    /// `HANGAR_BROKER_ALLOWED_POLICY_ARNS`: the managed policies an `iam_user` role may attach
+    /// (an entry ending in `*` matches a prefix).
+    pub policy_arns: Option<Vec<String>>,
+    /// `HANGAR_BROKER_ALLOWED_ROLE_ARNS`: the roles an `assumed_role` role may assume.
+    pub role_arns: Option<Vec<String>>,
+    /// `HANGAR_BROKER_STATIC_USERS`: the IAM users a static role may hold, each entry a user
+    /// name or, starting with `/`, an IAM path whose users are allowed.
+    pub static_users: Option<Vec<String>>,
+}
+
+impl BrokerLimits {
+    /// Whether `arn` is one of `allowed` (unset: any); an entry ending in `*` is a prefix.
+    pub fn allows(allowed: &Option<Vec<String>>, arn: &str) -> bool {
+        allowed.as_ref().is_none_or(|list| {
+            list.iter().any(|entry| match entry.strip_suffix('*') {
+                Some(prefix) => arn.starts_with(prefix),
+                None => entry == arn,
+            })
+        })
+    }
+
+    /// Whether a static role may hold the user `name` whose IAM path is `path` (unknown: only
+    /// an entry naming the user allows it).
+    pub fn allows_static_user(&self, name: &str, path: Option<&str>) -> bool {
+        self.static_users.as_ref().is_none_or(|list| {
+            list.iter().any(|entry| match entry.starts_with('/') {
+                true => path.is_some_and(|path| path.starts_with(entry.as_str())),
+                false => entry == name,
+            })
+        })
+    }
+}
+
+/// An IAM path setting: starts and ends with `/`.
+fn iam_path(name: &'static str, raw: Option<String>) -> Result<Option<String>, ConfigError> {
+    match raw {
+        Some(path) if !(path.starts_with('/') && path.ends_with('/')) || path.contains(char::is_whitespace) => {
+            Err(ConfigError { name, problem: format!("`{path}` is not an IAM path: it starts and ends with /") })
+        }
+        other => Ok(other),
+    }
+}
+
+/// A comma-separated list of ARNs (each starting `arn:`), `none` for an empty list (nothing
+/// allowed), or `None` when unset.
+fn arns(name: &'static str, raw: Option<String>) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    if raw == "none" {
+        return Ok(Some(Vec::new()));
+    }
+    let list: Vec<String> = raw.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
+    match list.iter().find(|entry| !entry.starts_with("arn:")) {
+        Some(bad) => Err(ConfigError { name, problem: format!("`{bad}` is not an ARN (arn:…)") }),
+        None => Ok(Some(list)),
+    }
+}
+
+/// A comma-separated list of IAM user names and IAM paths (`/…/`), or `None` when unset.
+fn static_users(name: &'static str, raw: Option<String>) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    let list: Vec<String> = raw.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
+    for entry in &list {
+        if entry.starts_with('/') {
+            iam_path(name, Some(entry.clone()))?;
+        }
+    }
+    Ok(Some(list))
+}
+
+/// A variable's trimmed, non-empty value by its name.
+type Lookup<'a> = dyn Fn(&str) -> Option<String> + 'a;
 
 #[derive(Debug, thiserror::Error)]
 #[error("{name}: {problem}")]
 pub struct ConfigError {
     pub name: &'static str,
     pub problem: String,
-}
-
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
 }
 
 /// A list of CIDR blocks, or none when unset.
@@ -71,12 +152,48 @@ fn networks(name: &'static str, raw: Option<String>) -> Result<AllowedNetworks, 
     })
 }
 
-/// A whole-number setting, or its default when unset.
-fn number<T: std::str::FromStr>(name: &'static str, default: T) -> Result<T, ConfigError> {
-    match var(name) {
-        None => Ok(default),
-        Some(raw) => raw.parse().map_err(|_| ConfigError { name, problem: format!("`{raw}` is not a whole number") }),
+/// A whole-number setting within `range`, or its default when unset. Anything else (not a
+/// number, out of the range, beyond any number) stops start-up with a message naming the
+/// variable and its range, so no setting can overflow where it is used.
+fn number<T: TryFrom<u64>>(
+    var: &Lookup,
+    name: &'static str,
+    default: T,
+    range: RangeInclusive<u64>,
+) -> Result<T, ConfigError> {
+    let Some(raw) = var(name) else { return Ok(default) };
+    let expected = format!("a whole number from {} to {}", range.start(), range.end());
+    if !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(ConfigError { name, problem: format!("`{raw}` is not {expected}") });
     }
+    let out_of_range = || ConfigError { name, problem: format!("`{raw}` is out of range: {expected}") };
+    let value = raw.parse::<u64>().ok().filter(|value| range.contains(value)).ok_or_else(out_of_range)?;
+    T::try_from(value).map_err(|_| out_of_range())
+}
+
+const MIB: u64 = 1024 * 1024;
+const GIB: u64 = 1024 * MIB;
+
+/// The range of each numeric setting (README's table gives the same).
+mod range {
+    use std::ops::RangeInclusive;
+
+    use super::{GIB, MIB};
+
+    /// S3's largest single PUT, which an upload link is.
+    pub const UPLOAD_BYTES: RangeInclusive<u64> = 1..=5 * GIB;
+    pub const ARCHIVE_COMPRESSED_BYTES: RangeInclusive<u64> = 1..=5 * GIB;
+    pub const ARCHIVE_UNCOMPRESSED_BYTES: RangeInclusive<u64> = 1..=64 * GIB;
+    pub const ARCHIVE_ENTRIES: RangeInclusive<u64> = 1..=1_000_000;
+    pub const ARCHIVE_PATH_LENGTH: RangeInclusive<u64> = 1..=4096;
+    /// A Lambda function's longest run.
+    pub const PUBLIC_REGISTRY_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=900;
+    pub const PUBLIC_REGISTRY_MAX_BYTES: RangeInclusive<u64> = 1..=64 * MIB;
+    pub const MAX_AGENT_POOLS: RangeInclusive<u64> = 0..=1_000_000;
+    /// A registration may try every live-agent slot of its organization, one write each.
+    pub const MAX_AGENTS: RangeInclusive<u64> = 0..=1000;
+    /// A week.
+    pub const AGENT_PING_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=7 * 24 * 3600;
 }
 
 impl Default for Config {
@@ -90,23 +207,31 @@ impl Default for Config {
             bucket: "hangar-archives".into(),
             public_url: None,
             admin_token: None,
-            max_upload_bytes: 512 * 1024 * 1024,
+            max_upload_bytes: 512 * MIB,
             archive_limits: ArchiveLimits::default(),
             public_registry_url: "https://registry.terraform.io/v1/modules".into(),
             public_registry_timeout: std::time::Duration::from_secs(10),
-            public_registry_max_bytes: 4 * 1024 * 1024,
+            public_registry_max_bytes: 4 * MIB as usize,
             max_agent_pools: 1,
             max_agents: 1,
             agent_ping_timeout: std::time::Duration::from_secs(120),
             root_service_token: None,
             kms_key_id: None,
             vcs_allowed_networks: AllowedNetworks::default(),
+            broker_limits: BrokerLimits::default(),
         }
     }
 }
 
 impl Config {
     pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// The settings `lookup` gives (a variable's value by its name), e.g. a test's map.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let var = move |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let var: &Lookup = &var;
         let defaults = Self::default();
         let edition = match var("HANGAR_EDITION").as_deref() {
             None | Some("hosted") => Edition::Hosted,
@@ -129,13 +254,28 @@ impl Config {
                 })
             }
         };
-        let max_upload_bytes = number("HANGAR_MAX_UPLOAD_BYTES", defaults.max_upload_bytes)?;
+        let max_upload_bytes = number(var, "HANGAR_MAX_UPLOAD_BYTES", defaults.max_upload_bytes, range::UPLOAD_BYTES)?;
         let limits = defaults.archive_limits;
         let archive_limits = ArchiveLimits {
-            max_compressed_bytes: number("HANGAR_ARCHIVE_MAX_COMPRESSED_BYTES", limits.max_compressed_bytes)?,
-            max_uncompressed_bytes: number("HANGAR_ARCHIVE_MAX_UNCOMPRESSED_BYTES", limits.max_uncompressed_bytes)?,
-            max_entries: number("HANGAR_ARCHIVE_MAX_ENTRIES", limits.max_entries)?,
-            max_path_len: number("HANGAR_ARCHIVE_MAX_PATH_LENGTH", limits.max_path_len)?,
+            max_compressed_bytes: number(
+                var,
+                "HANGAR_ARCHIVE_MAX_COMPRESSED_BYTES",
+                limits.max_compressed_bytes,
+                range::ARCHIVE_COMPRESSED_BYTES,
+            )?,
+            max_uncompressed_bytes: number(
+                var,
+                "HANGAR_ARCHIVE_MAX_UNCOMPRESSED_BYTES",
+                limits.max_uncompressed_bytes,
+                range::ARCHIVE_UNCOMPRESSED_BYTES,
+            )?,
+            max_entries: number(var, "HANGAR_ARCHIVE_MAX_ENTRIES", limits.max_entries, range::ARCHIVE_ENTRIES)?,
+            max_path_len: number(
+                var,
+                "HANGAR_ARCHIVE_MAX_PATH_LENGTH",
+                limits.max_path_len,
+                range::ARCHIVE_PATH_LENGTH,
+            )?,
         };
         Ok(Self {
             edition,
@@ -151,19 +291,39 @@ impl Config {
                 .map(|url| url.trim_end_matches('/').to_owned())
                 .unwrap_or(defaults.public_registry_url),
             public_registry_timeout: std::time::Duration::from_secs(number(
+                var,
                 "HANGAR_PUBLIC_REGISTRY_TIMEOUT_SECONDS",
                 defaults.public_registry_timeout.as_secs(),
+                range::PUBLIC_REGISTRY_TIMEOUT_SECONDS,
             )?),
-            public_registry_max_bytes: number("HANGAR_PUBLIC_REGISTRY_MAX_BYTES", defaults.public_registry_max_bytes)?,
-            max_agent_pools: number("HANGAR_MAX_AGENT_POOLS", defaults.max_agent_pools)?,
-            max_agents: number("HANGAR_MAX_AGENTS", defaults.max_agents)?,
+            public_registry_max_bytes: number(
+                var,
+                "HANGAR_PUBLIC_REGISTRY_MAX_BYTES",
+                defaults.public_registry_max_bytes,
+                range::PUBLIC_REGISTRY_MAX_BYTES,
+            )?,
+            max_agent_pools: number(var, "HANGAR_MAX_AGENT_POOLS", defaults.max_agent_pools, range::MAX_AGENT_POOLS)?,
+            max_agents: number(var, "HANGAR_MAX_AGENTS", defaults.max_agents, range::MAX_AGENTS)?,
             agent_ping_timeout: std::time::Duration::from_secs(number(
+                var,
                 "HANGAR_AGENT_PING_TIMEOUT",
                 defaults.agent_ping_timeout.as_secs(),
+                range::AGENT_PING_TIMEOUT_SECONDS,
             )?),
             root_service_token: var("HANGAR_ROOT_SERVICE_TOKEN"),
             kms_key_id: var("HANGAR_KMS_KEY_ID"),
             vcs_allowed_networks: networks("HANGAR_VCS_ALLOWED_NETWORKS", var("HANGAR_VCS_ALLOWED_NETWORKS"))?,
+            broker_limits: BrokerLimits {
+                user_path: iam_path("HANGAR_BROKER_USER_PATH", var("HANGAR_BROKER_USER_PATH"))?,
+                permissions_boundary: arns(
+                    "HANGAR_BROKER_PERMISSIONS_BOUNDARY",
+                    var("HANGAR_BROKER_PERMISSIONS_BOUNDARY"),
+                )?
+                .and_then(|list| list.into_iter().next()),
+                policy_arns: arns("HANGAR_BROKER_ALLOWED_POLICY_ARNS", var("HANGAR_BROKER_ALLOWED_POLICY_ARNS"))?,
+                role_arns: arns("HANGAR_BROKER_ALLOWED_ROLE_ARNS", var("HANGAR_BROKER_ALLOWED_ROLE_ARNS"))?,
+                static_users: static_users("HANGAR_BROKER_STATIC_USERS", var("HANGAR_BROKER_STATIC_USERS"))?,
+            },
         })
     }
 }
@@ -171,6 +331,42 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_numeric_setting_is_its_default_or_a_whole_number_in_its_range() {
+        let set = |raw: &'static str| move |_: &str| Some(raw.to_owned());
+        assert_eq!(number(&|_: &str| None, "N", 7u64, 1..=10).unwrap(), 7);
+        assert_eq!(number(&set("10"), "N", 7u64, 1..=10).unwrap(), 10);
+        let refused = |raw: &'static str| number(&set(raw), "N", 7usize, 1..=10).unwrap_err().to_string();
+        assert_eq!(refused("11"), "N: `11` is out of range: a whole number from 1 to 10");
+        assert_eq!(refused("0"), "N: `0` is out of range: a whole number from 1 to 10");
+        assert_eq!(
+            refused("99999999999999999999999"),
+            "N: `99999999999999999999999` is out of range: a whole number from 1 to 10"
+        );
+        assert_eq!(refused("-1"), "N: `-1` is not a whole number from 1 to 10");
+        assert_eq!(refused("1e3"), "N: `1e3` is not a whole number from 1 to 10");
+    }
+
+    #[test]
+    fn every_default_is_within_its_range() {
+        let config = Config::from_lookup(|_| None).unwrap();
+        let limits = config.archive_limits;
+        for (value, range) in [
+            (config.max_upload_bytes, range::UPLOAD_BYTES),
+            (limits.max_compressed_bytes, range::ARCHIVE_COMPRESSED_BYTES),
+            (limits.max_uncompressed_bytes, range::ARCHIVE_UNCOMPRESSED_BYTES),
+            (limits.max_entries as u64, range::ARCHIVE_ENTRIES),
+            (limits.max_path_len as u64, range::ARCHIVE_PATH_LENGTH),
+            (config.public_registry_timeout.as_secs(), range::PUBLIC_REGISTRY_TIMEOUT_SECONDS),
+            (config.public_registry_max_bytes as u64, range::PUBLIC_REGISTRY_MAX_BYTES),
+            (config.max_agent_pools as u64, range::MAX_AGENT_POOLS),
+            (config.max_agents as u64, range::MAX_AGENTS),
+            (config.agent_ping_timeout.as_secs(), range::AGENT_PING_TIMEOUT_SECONDS),
+        ] {
+            assert!(range.contains(&value), "{value} in {range:?}");
+        }
+    }
 
     #[test]
     fn allowed_vcs_networks_are_read_once_and_a_bad_one_names_the_variable() {
@@ -181,6 +377,31 @@ mod tests {
         for bad in ["10.0.0.0/33", "intranet", "10.1.0.0/8"] {
             let message = networks(name, Some(bad.into())).unwrap_err().to_string();
             assert!(message.starts_with("HANGAR_VCS_ALLOWED_NETWORKS: ") && message.contains(bad), "{message}");
+        }
+    }
+
+    #[test]
+    fn broker_limits_are_unset_by_default_and_a_bad_entry_names_the_variable() {
+        assert_eq!(Config::from_lookup(|_| None).unwrap().broker_limits, BrokerLimits::default());
+        let config = Config::from_lookup(|name| match name {
+            "HANGAR_BROKER_USER_PATH" => Some("/hangar/".into()),
+            "HANGAR_BROKER_ALLOWED_POLICY_ARNS" => Some("arn:aws:iam::1:policy/a, arn:aws:iam::1:policy/b-*".into()),
+            "HANGAR_BROKER_STATIC_USERS" => Some("/static/,ci".into()),
+            "HANGAR_BROKER_ALLOWED_ROLE_ARNS" => Some("none".into()),
+            _ => None,
+        })
+        .unwrap();
+        let limits = config.broker_limits;
+        assert_eq!(limits.user_path.as_deref(), Some("/hangar/"));
+        assert!(BrokerLimits::allows(&limits.policy_arns, "arn:aws:iam::1:policy/b-ci"));
+        assert!(!BrokerLimits::allows(&limits.policy_arns, "arn:aws:iam::1:policy/ab"));
+        assert!(!BrokerLimits::allows(&limits.role_arns, "arn:aws:iam::1:role/anything"), "none allows none");
+        assert!(BrokerLimits::allows(&None, "arn:aws:iam::1:role/anything"), "unset allows all");
+        assert!(limits.allows_static_user("x", Some("/static/team/")) && limits.allows_static_user("ci", None));
+        assert!(!limits.allows_static_user("x", None));
+        for (name, bad) in [("HANGAR_BROKER_USER_PATH", "hangar"), ("HANGAR_BROKER_ALLOWED_ROLE_ARNS", "role/x")] {
+            let message = Config::from_lookup(|n| (n == name).then(|| bad.to_owned())).unwrap_err().to_string();
+            assert!(message.starts_with(&format!("{name}: ")) && message.contains(bad), "{message}");
         }
     }
 }

@@ -12,9 +12,67 @@ pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{}", random_token(16))
 }
 
+/// The kinds of resource addressed by their own id (`/teams/team-…`), each known by its id's
+/// prefix. An id names at most one kind, so a request can be refused before anything is read
+/// when its id is not of the kind the route serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Team,
+    Workspace,
+    AgentPool,
+    AgentToken,
+    Agent,
+    OAuthClient,
+    OAuthToken,
+    Module,
+}
+
+impl Kind {
+    const ALL: [Kind; 8] = [
+        Kind::Team,
+        Kind::Workspace,
+        Kind::AgentPool,
+        Kind::AgentToken,
+        Kind::Agent,
+        Kind::OAuthClient,
+        Kind::OAuthToken,
+        Kind::Module,
+    ];
+
+    /// The prefix of this kind's ids, before the dash.
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            Kind::Team => "team",
+            Kind::Workspace => "ws",
+            Kind::AgentPool => "apool",
+            Kind::AgentToken => "at",
+            Kind::Agent => "agent",
+            Kind::OAuthClient => "oc",
+            Kind::OAuthToken => "ot",
+            Kind::Module => "mod",
+        }
+    }
+
+    /// The kind `id` names: its prefix, a dash and something after it.
+    pub fn of(id: &str) -> Option<Kind> {
+        let (prefix, rest) = id.split_once('-')?;
+        Self::ALL.into_iter().find(|kind| kind.prefix() == prefix).filter(|_| !rest.is_empty())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_id_names_one_kind_by_its_prefix() {
+        assert_eq!(Kind::of(&new_id("team")), Some(Kind::Team));
+        assert_eq!(Kind::of("agent-x"), Some(Kind::Agent));
+        assert_eq!(Kind::of("at-x"), Some(Kind::AgentToken));
+        for other in ["team-", "team", "teams-x", "org-x", "", "-x", "nonsense"] {
+            assert_eq!(Kind::of(other), None, "{other}");
+        }
+    }
 
     #[test]
     fn ids_carry_their_prefix_and_differ() {

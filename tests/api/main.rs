@@ -4,13 +4,16 @@
 
 mod accounts;
 mod agent_pools;
+mod bootstrap;
 mod broker;
 mod dev_server;
 mod dynamodb;
 mod events;
+mod hardening;
 mod oauth_clients;
 mod registry;
 mod registry_protocol;
 mod registry_proxy;
+mod template;
 mod uploads;
 mod vcs_publishing;

@@ -8,7 +8,7 @@ use super::error::{AccountsError, Result};
 use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{hash_secret, new_secret, OrganizationAccess, Permission, Principal, TeamGrant, TokenRecord};
-use crate::ids::new_id;
+use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::owned::{satellites, SATELLITES};
 use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, UpdateOp, Write};
@@ -25,6 +25,10 @@ pub struct Team {
     pub created_at: String,
     #[serde(default)]
     pub token: Option<TeamToken>,
+}
+
+impl pointer::Addressed for Team {
+    const KIND: Kind = Kind::Team;
 }
 
 /// What is kept of a team's token: never the secret, only its hash.
@@ -124,7 +128,7 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, org_name: &str
 
 /// The team with this id, if the principal holds `permission` in its organization.
 pub async fn get(store: &dyn ItemStore, principal: &Principal, team_id: &str, permission: Permission) -> Result<Team> {
-    let team: Team = pointer::follow(store, team_id).await?.ok_or(AccountsError::NotFound)?.parse()?;
+    let team: Team = pointer::resolve(store, team_id).await?.ok_or(AccountsError::NotFound)?;
     access::require(principal, &team.org_id, permission)?;
     Ok(team)
 }

@@ -10,7 +10,7 @@ use crate::agents::pool;
 use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
-use crate::ids::new_id;
+use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write};
 
@@ -27,6 +27,10 @@ pub struct Workspace {
     #[serde(default)]
     pub agent_pool_id: Option<String>,
     pub created_at: String,
+}
+
+impl pointer::Addressed for Workspace {
+    const KIND: Kind = Kind::Workspace;
 }
 
 impl Workspace {
@@ -185,10 +189,7 @@ pub async fn get(
     id: &str,
     permission: Permission,
 ) -> Result<(Workspace, Organization)> {
-    let workspace: Workspace = match pointer::follow(store, id).await? {
-        Some(item) if id.starts_with("ws-") => item.parse()?,
-        _ => return Err(AccountsError::NotFound),
-    };
+    let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
     access::require(principal, &workspace.org_id, permission)?;
     let org = access::get_by_id(store, &workspace.org_id).await?;
     Ok((workspace, org))

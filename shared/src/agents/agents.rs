@@ -15,7 +15,7 @@ use super::tokens;
 use crate::accounts::access;
 use crate::api::{timestamp, Field, PageRequest};
 use crate::auth::{AgentGrant, Permission, Principal};
-use crate::ids::new_id;
+use crate::ids::{new_id, Kind};
 use crate::state::AppState;
 use crate::store::{keys, pointer, query_all_as, Condition, Item, ItemStore, Key, Write};
 
@@ -43,6 +43,10 @@ struct Slot {
     agent_id: String,
 }
 
+impl pointer::Addressed for Agent {
+    const KIND: Kind = Kind::Agent;
+}
+
 impl Agent {
     pub fn key(&self) -> Key {
         keys::agent(&self.org_id, &self.pool_id, &self.id)
@@ -55,8 +59,7 @@ impl Agent {
     /// The status as shown: a live status reported longer ago than the timeout is `unknown`.
     pub fn status(&self, state: &AppState) -> &str {
         let live = self.status == IDLE || self.status == BUSY;
-        let timeout = chrono::Duration::from_std(state.config.agent_ping_timeout).unwrap_or(chrono::Duration::MAX);
-        if live && self.last_ping() + timeout < Utc::now() {
+        if live && silent_until(state, self.last_ping()) < Utc::now() {
             UNKNOWN
         } else {
             &self.status
@@ -71,6 +74,13 @@ impl Agent {
     fn to_item(&self) -> Result<Item> {
         Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
+}
+
+/// When an agent last heard from at `at` stops counting as live: never sooner than the ping
+/// timeout allows, and never an overflow, whatever the timeout.
+fn silent_until(state: &AppState, at: DateTime<Utc>) -> DateTime<Utc> {
+    let timeout = chrono::Duration::from_std(state.config.agent_ping_timeout).unwrap_or(chrono::Duration::MAX);
+    at.checked_add_signed(timeout).unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 /// Every agent of a pool.
@@ -92,8 +102,7 @@ async fn release(state: &AppState, agent: &Agent) -> Result<Option<Write>> {
 }
 
 fn slot_item(state: &AppState, org_id: &str, slot: usize, agent_id: &str) -> Result<Item> {
-    let expires =
-        Utc::now() + chrono::Duration::from_std(state.config.agent_ping_timeout).unwrap_or(chrono::Duration::MAX);
+    let expires = silent_until(state, Utc::now());
     let item = Item::from_value(keys::agent_slot(org_id, slot), &Slot { agent_id: agent_id.to_owned() })?;
     Ok(item.with_ttl(expires.timestamp()))
 }
@@ -158,10 +167,7 @@ pub async fn report(state: &AppState, grant: &AgentGrant, agent_id: &str, status
         return Err(AgentsError::invalid(Field::Member("status"), "status must be idle, busy, exited or errored"));
     }
     let store = state.store.as_ref();
-    let mut agent: Agent = match pointer::follow(store, agent_id).await? {
-        Some(item) if agent_id.starts_with("agent-") => item.parse()?,
-        _ => return Err(AgentsError::NotFound),
-    };
+    let mut agent: Agent = pointer::resolve(store, agent_id).await?.ok_or(AgentsError::NotFound)?;
     if agent.pool_id != grant.pool_id || agent.org_id != grant.org_id {
         return Err(AgentsError::NotFound);
     }
@@ -190,10 +196,7 @@ pub async fn report(state: &AppState, grant: &AgentGrant, agent_id: &str, status
 
 /// An agent by id, if the principal may read its organization.
 pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: Permission) -> Result<Agent> {
-    if !id.starts_with("agent-") {
-        return Err(AgentsError::NotFound);
-    }
-    let agent: Agent = pointer::follow(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?.parse()?;
+    let agent: Agent = pointer::resolve(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?;
     access::require(principal, &agent.org_id, permission)?;
     Ok(agent)
 }

@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::ids::Kind;
 use crate::store::{keys, pointer, Condition, Item, ItemStore, Key, StoreError, Write};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -30,6 +31,10 @@ pub enum PoolError {
     NotUsable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+impl pointer::Addressed for AgentPool {
+    const KIND: Kind = Kind::AgentPool;
 }
 
 impl AgentPool {
@@ -62,10 +67,7 @@ pub async fn attach(
     pool_id: &str,
     workspace_id: &str,
 ) -> Result<Write, PoolError> {
-    let pool: Option<AgentPool> = match pointer::follow(store, pool_id).await? {
-        Some(item) if pool_id.starts_with("apool-") => Some(item.parse()?),
-        _ => None,
-    };
+    let pool: Option<AgentPool> = pointer::resolve(store, pool_id).await?;
     let Some(mut pool) = pool.filter(|pool| pool.org_id == org_id) else {
         return Err(PoolError::NotUsable(format!("`{pool_id}` is not an agent pool of this organization")));
     };

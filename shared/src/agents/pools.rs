@@ -44,10 +44,7 @@ pub async fn get(
     permission: Permission,
 ) -> Result<(AgentPool, Organization)> {
     let store = state.store.as_ref();
-    if !id.starts_with("apool-") {
-        return Err(AgentsError::NotFound);
-    }
-    let pool: AgentPool = pointer::follow(store, id).await?.ok_or(AgentsError::NotFound)?.parse()?;
+    let pool: AgentPool = pointer::resolve(store, id).await?.ok_or(AgentsError::NotFound)?;
     access::require(principal, &pool.org_id, permission)?;
     let org = access::get_by_id(store, &pool.org_id).await?;
     Ok((pool, org))
@@ -61,10 +58,7 @@ async fn allowed_workspaces(
 ) -> Result<Vec<String>> {
     let mut ids = Vec::with_capacity(entries.len());
     for (i, entry) in entries.iter().enumerate() {
-        let workspace: Option<Workspace> = match pointer::follow(store, &entry.id).await? {
-            Some(item) if entry.id.starts_with("ws-") => Some(item.parse()?),
-            _ => None,
-        };
+        let workspace: Option<Workspace> = pointer::resolve(store, &entry.id).await?;
         if workspace.is_none_or(|ws| ws.org_id != org.id) {
             return Err(AgentsError::invalid(
                 Field::RelationshipEntry("allowed-workspaces", i),
@@ -108,7 +102,8 @@ pub async fn create(
     let count = Write::Update {
         key: keys::organization(&org.id),
         ops: vec![UpdateOp::Add(POOL_COUNT.into(), 1)],
-        condition: Condition::equals(ACTIVE, true).and(Condition::Below(POOL_COUNT.into(), max as i64)),
+        condition: Condition::equals(ACTIVE, true)
+            .and(Condition::Below(POOL_COUNT.into(), i64::try_from(max).unwrap_or(i64::MAX))),
     };
     let writes = vec![
         Write::Put { item: pool.to_item()?, condition: Condition::NotExists },
@@ -256,9 +251,9 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
     let owned = super::owned_by_pool(state, &org.id, &pool.id).await?;
     let mut writes = owned;
     for ws_id in &pool.workspaces {
-        if let Some(item) = pointer::follow(store, ws_id).await? {
+        if let Some(workspace) = pointer::resolve::<Workspace>(store, ws_id).await? {
             let ops = vec![UpdateOp::set("execution_mode", "remote"), UpdateOp::Remove("agent_pool_id".into())];
-            writes.push(Write::Update { key: item.key, ops, condition: Condition::Exists });
+            writes.push(Write::Update { key: workspace.key(), ops, condition: Condition::Exists });
         }
     }
     let finale = vec![

@@ -44,8 +44,7 @@ async fn render_pools(
         resources.push(render::pool(pool, &org.name, agents.iter().filter(|a| a.counts(state)).count()));
         if include {
             for id in &pool.workspaces {
-                if let Some(item) = pointer::follow(store, id).await? {
-                    let workspace: Workspace = item.parse().map_err(ApiError::from)?;
+                if let Some(workspace) = pointer::resolve::<Workspace>(store, id).await.map_err(ApiError::from)? {
                     included.push(crate::accounts::render::workspace(&workspace, &org.name));
                 }
             }

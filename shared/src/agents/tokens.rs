@@ -8,7 +8,7 @@ use super::pools::{self, AgentPool};
 use crate::accounts::access;
 use crate::api::timestamp;
 use crate::auth::{hash_secret, new_secret, AgentGrant, Permission, Principal, TokenRecord};
-use crate::ids::new_id;
+use crate::ids::{new_id, Kind};
 use crate::state::AppState;
 use crate::store::{keys, pointer, query_all_as, Condition, Item, Key, UpdateOp, Write};
 
@@ -21,6 +21,10 @@ pub struct AgentToken {
     pub description: Option<String>,
     pub created_at: String,
     pub last_used_at: Option<String>,
+}
+
+impl pointer::Addressed for AgentToken {
+    const KIND: Kind = Kind::AgentToken;
 }
 
 impl AgentToken {
@@ -96,10 +100,7 @@ pub async fn list(state: &AppState, principal: &Principal, pool_id: &str) -> Res
 
 /// A token by id, if the principal holds `permission` in its organization.
 pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: Permission) -> Result<AgentToken> {
-    if !id.starts_with("at-") {
-        return Err(AgentsError::NotFound);
-    }
-    let token: AgentToken = pointer::follow(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?.parse()?;
+    let token: AgentToken = pointer::resolve(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?;
     access::require(principal, &token.org_id, permission)?;
     Ok(token)
 }

@@ -44,9 +44,16 @@ impl JsonApiBody {
         self.0.is_none()
     }
 
-    /// The attributes of an optional body: their defaults when the request sent none.
+    /// The attributes of an optional body: their defaults when the request sent no document.
+    /// Clients that always send a body say "none" as `{}` (terrasnek's `team_tokens.create`) or
+    /// `null`; HCP Terraform takes both as no document.
     pub fn attributes_or_default<A: DeserializeOwned + Default>(&self, accepted_types: &[&str]) -> Result<A, ApiError> {
-        if self.is_empty() {
+        let no_document = match &self.0 {
+            None | Some(Value::Null) => true,
+            Some(Value::Object(members)) => members.is_empty(),
+            Some(_) => false,
+        };
+        if no_document {
             return Ok(A::default());
         }
         Ok(self.resource::<A>(accepted_types)?.attributes)
@@ -192,6 +199,21 @@ mod tests {
         let ok = parse(r#"{"data":{"type":"things","attributes":{"name":"a"}}}"#).unwrap();
         assert_eq!(ok.attributes.name, "a");
         assert_eq!(ok.attributes.organization_scoped, None);
+    }
+
+    #[test]
+    fn an_optional_body_may_be_absent_null_or_an_empty_object() {
+        #[derive(Debug, Default, Deserialize, PartialEq)]
+        struct Optional {
+            description: Option<String>,
+        }
+        for raw in ["", " ", "null", "{}", " { } "] {
+            let body = JsonApiBody::parse(raw.as_bytes()).unwrap();
+            assert_eq!(body.attributes_or_default::<Optional>(&["things"]).unwrap(), Optional::default(), "{raw:?}");
+        }
+        let wrong = JsonApiBody::parse(br#"{"data": 1}"#).unwrap().attributes_or_default::<Optional>(&["things"]);
+        assert_eq!(pointer(wrong.unwrap_err()), "/data");
+        assert!(JsonApiBody::parse(b"[]").unwrap().attributes_or_default::<Optional>(&["things"]).is_err());
     }
 
     #[test]

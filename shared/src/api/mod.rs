@@ -8,13 +8,14 @@ mod error;
 mod field;
 mod pagination;
 mod query;
+pub mod refusal;
 
 pub use base_url::BaseUrl;
 pub use body::{Incoming, JsonApiBody, Relationship};
 pub use document::{Document, Resource};
 pub use error::ApiError;
 pub use field::Field;
-pub use pagination::{Listing, PageRequest, Paginated};
+pub use pagination::{whole_number, Listing, PageRequest, Paginated};
 pub use query::QueryParams;
 
 /// The media type of every JSON:API request and response.

@@ -18,12 +18,13 @@ pub struct PageRequest {
 
 impl PageRequest {
     /// Reads `page[number]` (≥ 1, default 1) and `page[size]` (≥ 1, default 20; larger than 100
-    /// is served as 100, as HCP Terraform does).
+    /// is served as 100, as HCP Terraform does). A page number past the end, however large, is
+    /// an empty page, as HCP Terraform answers it.
     pub fn from_query(params: &QueryParams) -> Result<Self, ApiError> {
         let read = |name: &'static str, default: usize| -> Result<usize, ApiError> {
             match params.non_empty(name) {
                 None => Ok(default),
-                Some(raw) => raw.parse::<usize>().ok().filter(|n| *n >= 1).ok_or_else(|| {
+                Some(raw) => whole_number(raw).filter(|n| *n >= 1).ok_or_else(|| {
                     ApiError::invalid_parameter(name, format!("{name} must be a whole number of at least 1"))
                 }),
             }
@@ -31,8 +32,9 @@ impl PageRequest {
         Ok(Self { number: read("page[number]", 1)?, size: read("page[size]", DEFAULT_PAGE_SIZE)?.min(MAX_PAGE_SIZE) })
     }
 
+    /// How many items come before this page; past every list, `usize::MAX`.
     pub fn offset(&self) -> usize {
-        (self.number - 1) * self.size
+        self.number.saturating_sub(1).saturating_mul(self.size)
     }
 
     /// Takes this page out of an in-memory list (already filtered and sorted).
@@ -54,6 +56,16 @@ impl PageRequest {
         }
         Ok(store.query(query.limit(self.size)).await?.items)
     }
+}
+
+/// A paging parameter (`page[number]`, `offset`, `limit`) as a whole number: digits only, `None`
+/// otherwise. One too large for `usize` is `usize::MAX`, which names a page past any list: an
+/// empty page, never an overflow.
+pub fn whole_number(raw: &str) -> Option<usize> {
+    if raw.is_empty() || !raw.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(raw.parse().unwrap_or(usize::MAX))
 }
 
 /// What the envelope needs: where the collection lives, the caller's other parameters, the
@@ -81,7 +93,7 @@ impl Paginated {
     }
 
     fn next(&self) -> Option<usize> {
-        (self.page.number < self.total_pages()).then_some(self.page.number + 1)
+        (self.page.number < self.total_pages()).then(|| self.page.number + 1)
     }
 
     fn url_of(&self, number: usize) -> String {
@@ -130,6 +142,21 @@ mod tests {
         assert_eq!(page("page%5Bsize%5D=500").unwrap().size, 100);
         assert_eq!(page("page[number]=0").unwrap_err().status.as_u16(), 422);
         assert_eq!(page("page[size]=abc").unwrap_err().source, Some(("parameter", "page[size]".into())));
+        assert_eq!(page("page[number]=-1").unwrap_err().status.as_u16(), 422);
+        assert_eq!(page("page[number]=2.5").unwrap_err().status.as_u16(), 422);
+    }
+
+    #[test]
+    fn a_page_past_every_list_is_empty_however_large_its_number() {
+        for number in ["18446744073709551615", "99999999999999999999999999"] {
+            let far = page(&format!("page[number]={number}&page[size]=100")).unwrap();
+            assert_eq!(far.offset(), usize::MAX);
+            assert!(far.slice(vec![1, 2, 3]).is_empty());
+            let envelope = Paginated::new("https://h/x".into(), &QueryParams::parse("").unwrap(), far, 3);
+            assert_eq!(envelope.meta()["next-page"], Value::Null);
+            assert_eq!(envelope.meta()["prev-page"], 1);
+        }
+        assert_eq!(page("page[size]=18446744073709551615").unwrap().size, MAX_PAGE_SIZE);
     }
 
     #[test]

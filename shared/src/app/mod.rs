@@ -1,60 +1,29 @@
 //! The top layer: the routers of each function with what every function adds around them (the
-//! request log, JSON:API 404 and 405), and the log subscriber. dev-server mounts the same
+//! request log, paths in one form, JSON:API 404s and axum's refusals in the family's format),
+//! and the log subscriber. dev-server mounts the same
 //! routers, so local and deployed behaviour cannot drift.
 
+mod edge;
 pub mod objects;
+pub mod openapi;
 
-use std::time::Instant;
-
-use axum::extract::Request;
-use axum::http::header;
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
 use axum::Router;
 use tracing_subscriber::filter::{LevelFilter, Targets};
 
+use crate::api::refusal::{self, render_refusals};
 use crate::api::ApiError;
 use crate::state::AppState;
 
-/// One log line per request: method, path (never the query, which may hold a signature),
-/// status and latency. Headers, and so tokens, are never logged.
-async fn log_request(request: Request, next: Next) -> Response {
-    let (method, path, started) = (request.method().clone(), request.uri().path().to_owned(), Instant::now());
-    let response = next.run(request).await;
-    tracing::info!(
-        %method,
-        path,
-        status = response.status().as_u16(),
-        latency_ms = started.elapsed().as_secs_f64() * 1000.0,
-        "request"
-    );
-    response
-}
-
-/// Gives axum's bare 405 (raised by a route that lacks the method) a JSON:API body, keeping
-/// its `Allow` header.
-async fn render_method_not_allowed(request: Request, next: Next) -> Response {
-    let response = next.run(request).await;
-    if response.status() != axum::http::StatusCode::METHOD_NOT_ALLOWED
-        || response.headers().contains_key(header::CONTENT_TYPE)
-    {
-        return response;
-    }
-    let mut rendered = ApiError::method_not_allowed().into_response();
-    if let Some(allow) = response.headers().get(header::ALLOW) {
-        rendered.headers_mut().insert(header::ALLOW, allow.clone());
-    }
-    rendered
-}
-
-/// Wraps a family's router with what every function adds: the request log, and JSON:API
-/// answers for unknown paths (404) and methods (405).
+/// Wraps a family's router with what every function adds: the OpenAPI document, and JSON:API
+/// answers for unknown paths (404) and for axum's refusals (405, a path or body an extractor
+/// refused) that the family has not rendered in its own format.
 pub fn finish(router: Router<AppState>, state: AppState) -> Router {
     router
+        .route(openapi::PATH, axum::routing::get(openapi::serve))
         .fallback(|| async { ApiError::not_found() })
         .with_state(state)
-        .layer(middleware::from_fn(render_method_not_allowed))
-        .layer(middleware::from_fn(log_request))
+        .layer(middleware::from_fn(|request, next| render_refusals(request, next, refusal::json_api)))
 }
 
 /// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`.
@@ -78,46 +47,56 @@ pub fn init_tracing(json: bool) {
 pub mod routers {
     use axum::Router;
 
+    use super::edge::edge;
     use super::{finish, AppState};
 
     pub fn accounts(state: AppState) -> Router {
-        finish(crate::accounts::router(), state)
+        edge(finish(crate::accounts::router(), state))
     }
 
     pub fn registry_api(state: AppState) -> Router {
-        finish(crate::registry::router(), state)
+        edge(finish(crate::registry::router(), state))
     }
 
     pub fn registry_protocol(state: AppState) -> Router {
-        finish(crate::registry::protocol::router(), state)
+        edge(finish(crate::registry::protocol::router(), state))
     }
 
     pub fn agent_pools(state: AppState) -> Router {
-        finish(crate::agents::router(), state)
+        edge(finish(crate::agents::router(), state))
     }
 
     pub fn agent_gateway(state: AppState) -> Router {
-        finish(crate::agents::gateway::router(), state)
+        edge(finish(crate::agents::gateway::router(), state))
     }
 
     pub fn credential_broker(state: AppState) -> Router {
-        crate::broker::with_vault_requests(finish(crate::broker::router(), state))
+        edge(crate::broker::with_vault_requests(finish(crate::broker::router(), state)))
     }
 
-    /// Every family in one router, plus the `/object/` links of local blobs: dev-server's.
+    /// Every family in one router, plus the `/upload/` and `/object/` links of local blobs:
+    /// dev-server's.
     pub fn all(state: AppState) -> Router {
-        let families = Router::new()
-            .merge(crate::accounts::router())
-            .merge(crate::registry::router())
-            .merge(crate::registry::protocol::router())
-            .merge(crate::agents::router())
-            .merge(crate::agents::gateway::router())
-            .merge(crate::broker::router());
-        let mut router = finish(families, state.clone());
+        let mut router = finish(super::families(), state.clone());
         if let Some(local) = state.local_blobs.clone() {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));
-            router = router.merge(super::objects::object_routes_with_hooks(local, ingest));
+            let links = super::objects::object_routes_with_hooks(local, ingest);
+            router = router.merge(links.layer(super::middleware::from_fn(|request, next| {
+                super::render_refusals(request, next, super::refusal::json_api)
+            })));
         }
-        crate::broker::with_vault_requests(router)
+        edge(crate::broker::with_vault_requests(router))
     }
+}
+
+/// Every family's routes in one router: dev-server's, and what the OpenAPI document is checked
+/// against.
+fn families() -> Router<AppState> {
+    Router::new()
+        .merge(crate::accounts::router())
+        .merge(crate::registry::router())
+        .merge(crate::registry::protocol::router())
+        .merge(crate::agents::router())
+        .merge(crate::agents::gateway::router())
+        .merge(crate::broker::router())
 }

@@ -6,8 +6,8 @@
 //! matches is a 404, an operation its row does not take a 405.
 
 use axum::extract::{RawQuery, State};
-use axum::http::Method;
-use axum::response::Response;
+use axum::http::{header, HeaderValue, Method};
+use axum::response::{IntoResponse, Response};
 use futures::future::BoxFuture;
 
 use super::error::{BrokerError, Result};
@@ -156,6 +156,46 @@ fn operation(method: &Method, list: bool) -> Option<Operation> {
     }
 }
 
+/// The HTTP methods that reach a row's operations, as `operation` maps them: `LIST` for a list
+/// (which is also `GET ?list=true`), POST and PUT for a write.
+fn methods(row: &Row) -> Vec<&'static str> {
+    let mut methods: Vec<&'static str> = Vec::new();
+    for (op, _) in row.operations {
+        let of_op: &[&'static str] = match op {
+            Read => &["GET"],
+            List => &["LIST"],
+            Create | Update => &["POST", "PUT"],
+            Delete => &["DELETE"],
+        };
+        for method in of_op {
+            if !methods.contains(method) {
+                methods.push(method);
+            }
+        }
+    }
+    methods
+}
+
+/// Every path the engine serves under a mount, with its methods: what the OpenAPI document lists.
+pub fn served_paths() -> impl Iterator<Item = (&'static str, Vec<&'static str>)> {
+    PATHS.iter().map(|row| (row.pattern, methods(row)))
+}
+
+/// Vault's 405, with the `Allow` header RFC 9110 asks of one: the row's methods, a LIST as the
+/// GET it is also served as.
+fn method_not_allowed(row: &Row) -> Response {
+    let mut allowed = methods(row);
+    if allowed.contains(&"LIST") {
+        allowed.retain(|m| *m != "LIST" && *m != "GET");
+        allowed.insert(0, "GET");
+    }
+    let mut response = BrokerError::MethodNotAllowed.into_response();
+    if let Ok(allow) = HeaderValue::from_str(&allowed.join(",")) {
+        response.headers_mut().insert(header::ALLOW, allow);
+    }
+    response
+}
+
 /// The operation a request performs on its row: a write to a stored object is a create or an
 /// update by the object's existence; anything else is what its method says. Any method without
 /// an operation is taken as an update, which the table then answers 405.
@@ -192,8 +232,10 @@ pub(super) async fn dispatch(
     let (row, _) = found.ok_or_else(|| {
         BrokerError::NotFoundWithReason(format!("no handler for route \"{}/{rest}\"", request.mount.path))
     })?;
-    let handler = asked.and_then(|_| row.handler(request.operation)).ok_or(BrokerError::MethodNotAllowed)?;
-    handler(&request).await
+    match asked.and_then(|_| row.handler(request.operation)) {
+        Some(handler) => handler(&request).await,
+        None => Ok(method_not_allowed(row)),
+    }
 }
 
 #[cfg(test)]

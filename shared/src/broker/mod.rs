@@ -26,6 +26,7 @@ use axum::routing::any;
 use axum::Router;
 use tower::Layer;
 
+pub use engine::served_paths as engine_paths;
 pub use error::BrokerError;
 pub use rotation::{scheduled_run, scheduled_run_at};
 
@@ -54,7 +55,7 @@ pub fn with_vault_requests(router: Router) -> Router {
     Router::new().fallback_service(axum::middleware::from_fn(http::list_as_get).layer(canonical))
 }
 
-/// axum's bare 405, in Vault's format.
+/// axum's bare 405, in Vault's format, keeping its `Allow` header.
 async fn vault_method_not_allowed(
     request: axum::extract::Request,
     next: axum::middleware::Next,
@@ -63,7 +64,11 @@ async fn vault_method_not_allowed(
     if response.status() == axum::http::StatusCode::METHOD_NOT_ALLOWED
         && !response.headers().contains_key(axum::http::header::CONTENT_TYPE)
     {
-        return axum::response::IntoResponse::into_response(BrokerError::MethodNotAllowed);
+        let mut rendered = axum::response::IntoResponse::into_response(BrokerError::MethodNotAllowed);
+        if let Some(allow) = response.headers().get(axum::http::header::ALLOW) {
+            rendered.headers_mut().insert(axum::http::header::ALLOW, allow.clone());
+        }
+        return rendered;
     }
     response
 }

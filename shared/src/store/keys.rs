@@ -17,15 +17,18 @@
 //! | VCS connection (OAuth client), its OAuth token | `ORG#<org-id>` | `OAUTHCLIENT#<id>`, `OAUTHTOKEN#<id>` | |
 //! | broker service token (TTL) | `VTOKEN#<sha256-hex>` | `VTOKEN` | |
 //! | broker ACL policy, mount | `BROKER` | `POLICY#<name>`, `MOUNT#<path>` | |
+//! | bootstrap record of the root service token | `BROKER` | `ROOT_TOKEN` | |
 //! | a mount's configuration, roles | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>` | |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
+//! | bootstrap record of the site-admin token | `SITE` | `ADMIN_TOKEN` | |
 //!
 //! Everything an organization owns lives in its partition, so deleting the organization is a
 //! strongly consistent query of one partition; items outside it (id pointers, tokens) are
 //! named by the owning item (see `accounts::cascade`).
 
 use super::{Index, Key, Query};
+use crate::ids::Kind;
 
 const ORG_SK: &str = "ORG";
 
@@ -72,13 +75,36 @@ pub fn id_pointer(id: &str) -> Key {
     Key::new(format!("ID#{id}"), "ID")
 }
 
+/// Whether `key` is where an organization keeps a resource of `kind`: what an id pointer of
+/// that kind may lead to.
+pub fn holds(key: &Key, kind: Kind) -> bool {
+    let sort = match kind {
+        Kind::Team => "TEAM#",
+        Kind::Workspace => "WS#",
+        Kind::AgentPool => "POOL#",
+        Kind::AgentToken => "AGENTTOKEN#",
+        Kind::Agent => "AGENT#",
+        Kind::OAuthClient => "OAUTHCLIENT#",
+        Kind::OAuthToken => "OAUTHTOKEN#",
+        Kind::Module => "MOD#",
+    };
+    key.pk.starts_with("ORG#") && key.sk.starts_with(sort)
+}
+
 pub fn token(hash_hex: &str) -> Key {
     Key::new(format!("TOKEN#{hash_hex}"), "TOKEN")
 }
 
-/// Present once dev-server has generated and printed a site-admin token.
+/// Present once dev-server has generated and printed a site-admin token (before the bootstrap
+/// record below existed; still read, for data directories made then).
 pub fn site_admin_marker() -> Key {
     Key::new("SITE", "ADMIN_TOKEN_GENERATED")
+}
+
+/// The bootstrap record of the site-admin token: the hash installed last, which the next
+/// configured value replaces.
+pub fn site_admin_bootstrap() -> Key {
+    Key::new("SITE", "ADMIN_TOKEN")
 }
 
 /// The count of organizations, for the site admin's list total.
@@ -121,6 +147,23 @@ pub fn module_version(org_id: &str, name: &str, provider: &str, version: &str) -
 /// Every version of one provider of a private module.
 pub fn module_versions(org_id: &str, name: &str, provider: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("VER#{name}#{provider}#"))
+}
+
+/// One version's entry in its module's list of versions, keyed by the version without its
+/// build metadata (its SemVer precedence): two versions ranked equal cannot both have one.
+pub fn version_status(org_id: &str, name: &str, provider: &str, precedence: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("VST#{name}#{provider}#{precedence}"))
+}
+
+/// Every version entry of one provider of a private module.
+pub fn version_statuses(org_id: &str, name: &str, provider: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("VST#{name}#{provider}#"))
+}
+
+/// A module's download count, apart from the module so that downloads never contend with
+/// changes to it.
+pub fn module_downloads(org_id: &str, namespace: Option<&str>, name: &str, provider: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("DL#{}{provider}", module_prefix(namespace, name)))
 }
 
 /// The version waiting for the archive uploaded as this object.
@@ -204,9 +247,16 @@ pub fn mount_roles(mount_uuid: &str) -> Query {
     Query::partition(format!("BMOUNT#{mount_uuid}"), "ROLE#")
 }
 
-/// Present once dev-server has generated and printed a root service token.
+/// Present once dev-server has generated and printed a root service token (before the bootstrap
+/// record below existed; still read, for data directories made then).
 pub fn broker_root_generated() -> Key {
     Key::new("SITE", "ROOT_SERVICE_TOKEN_GENERATED")
+}
+
+/// The bootstrap record of the broker's root service token: the value configured last (its
+/// hash, or none) and the accessor of the token installed for it.
+pub fn broker_root_bootstrap() -> Key {
+    Key::new("BROKER", "ROOT_TOKEN")
 }
 
 pub fn mount_lease(mount_uuid: &str, lease_id: &str) -> Key {

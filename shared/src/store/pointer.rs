@@ -1,13 +1,24 @@
 //! Id pointers: resources addressed by their own id (`/teams/team-…`, `/workspaces/ws-…`) live
 //! in their organization's partition; a pointer item maps the id to that item's key.
+//!
+//! An id is read as one kind of resource only ([`resolve`]): an id of another kind, or one
+//! that names no kind, is as missing as an unknown one (a 404 in every family), never an item
+//! of the wrong shape.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use super::{keys, Condition, Item, ItemStore, Key, StoreError, Write};
+use crate::ids::Kind;
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Pointer {
     target: Key,
+}
+
+/// A stored resource addressed by its id: the kind of id that names it.
+pub trait Addressed: DeserializeOwned {
+    const KIND: Kind;
 }
 
 /// The write that creates the pointer for `id`, failing if the id is somehow taken.
@@ -26,9 +37,23 @@ pub fn remove(id: &str) -> Write {
     Write::Delete { key: keys::id_pointer(id), condition: Condition::Always }
 }
 
-/// The item an id points to, if both exist.
+/// The `T` an id names: none unless the id is of `T`'s kind (checked before anything is read),
+/// and its pointer and the item it leads to exist.
+pub async fn resolve<T: Addressed>(store: &dyn ItemStore, id: &str) -> Result<Option<T>, StoreError> {
+    if Kind::of(id) != Some(T::KIND) {
+        return Ok(None);
+    }
+    follow(store, id).await?.map(|item| item.parse()).transpose()
+}
+
+/// The item an id points to, if both exist and the item is of the kind the id names. Prefer
+/// [`resolve`], which also checks the id is of the kind the caller reads.
 pub async fn follow(store: &dyn ItemStore, id: &str) -> Result<Option<Item>, StoreError> {
+    let Some(kind) = Kind::of(id) else { return Ok(None) };
     let Some(pointer) = store.get(&keys::id_pointer(id)).await? else { return Ok(None) };
     let Pointer { target } = pointer.parse()?;
+    if !keys::holds(&target, kind) {
+        return Ok(None);
+    }
     store.get(&target).await
 }

@@ -5,6 +5,7 @@
 
 mod acl;
 mod failures;
+mod limits;
 mod paths;
 mod tokens;
 
@@ -309,10 +310,18 @@ async fn listing_roles_of_a_mount_without_any_is_404_as_in_vault() {
 async fn a_wrong_method_is_405_in_vaults_format() {
     let app = broker().await;
     let root = Vault::root(&app);
-    for (method, path) in [("DELETE", "aws/config/lease"), ("DELETE", "aws/config/root"), ("PATCH", "sys/mounts")] {
+    let cases = [
+        ("DELETE", "aws/config/lease", "GET,POST,PUT"),
+        ("DELETE", "aws/config/root", "GET,POST,PUT"),
+        ("DELETE", "aws/creds/deploy", "GET,POST,PUT"),
+        ("POST", "aws/static-creds/app", "GET"),
+        ("PATCH", "sys/mounts", "GET,HEAD"),
+    ];
+    for (method, path, allow) in cases {
         let reply = root.call(method, path, None).await;
         assert_eq!(reply.status, 405, "{method} {path}: {:?}", reply.body);
         assert_eq!(reply.headers["content-type"], "application/json", "{method} {path}");
+        assert_eq!(reply.headers["allow"], allow, "{method} {path}: the methods it takes, as RFC 9110 asks");
         assert!(reply.body["errors"].is_array(), "{method} {path}: {:?}", reply.body);
     }
     app.stop().await;
@@ -1173,6 +1182,21 @@ async fn a_static_role_needs_an_existing_iam_user_and_a_period_of_a_minute() {
     assert!(aws.access_keys(&user).await.is_empty(), "refused writes create no key");
     let missing_period = root.post("aws/static-roles/fast", json!({"username": user})).await;
     assert_eq!(missing_period.status, 400, "{:?}", missing_period.body);
+    app.stop().await;
+}
+
+/// IAM's own rule for a user name (at most 64 of `[A-Za-z0-9_+=,.@-]`) is checked before AWS
+/// is asked: a name AWS could not hold is the caller's 400, not an upstream failure.
+#[tokio::test]
+async fn a_static_role_whose_username_iam_cannot_hold_is_a_400() {
+    let Some((_aws, app)) = broker_on_moto().await else { return };
+    let root = Vault::root(&app);
+    for username in ["÷J\u{10}x", "has space", "a/b", &"u".repeat(65)] {
+        let refused = root.post("aws/static-roles/odd", json!({"username": username, "rotation_period": "1h"})).await;
+        assert_eq!(refused.status, 400, "{username:?}: {:?}", refused.body);
+        assert!(first_error(&refused).contains("username"), "{:?}", refused.body);
+    }
+    assert_eq!(root.get("aws/static-roles/odd").await.status, 404);
     app.stop().await;
 }
 

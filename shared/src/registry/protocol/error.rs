@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::accounts::AccountsError;
+use crate::api::refusal::Refusal;
 use crate::api::ApiError;
 use crate::blobs::BlobError;
 use crate::registry::RegistryError;
@@ -29,6 +30,9 @@ pub enum ProtocolError {
     BadGateway(String),
     #[error("internal error: {0}")]
     Internal(String),
+    /// One of axum's refusals (a body too large, …) that no other variant names.
+    #[error("{1}")]
+    Refused(StatusCode, String),
 }
 
 impl ProtocolError {
@@ -40,6 +44,18 @@ impl ProtocolError {
             ProtocolError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProtocolError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ProtocolError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ProtocolError::Refused(status, _) => *status,
+        }
+    }
+
+    /// One of axum's refusals, in the protocol's format (see `api::refusal`).
+    pub fn refused(refusal: Refusal) -> Self {
+        match refusal.status {
+            StatusCode::NOT_FOUND => ProtocolError::NotFound,
+            StatusCode::METHOD_NOT_ALLOWED => ProtocolError::MethodNotAllowed,
+            StatusCode::BAD_REQUEST => ProtocolError::BadRequest(refusal.detail),
+            status if status.is_server_error() => ProtocolError::Internal(refusal.detail),
+            status => ProtocolError::Refused(status, refusal.detail),
         }
     }
 }
