@@ -12,7 +12,7 @@ use crate::state::AppState;
 pub type Error = lambda_http::Error;
 
 /// The functions, one per resource family (DESIGN.md), by their package and binary names.
-pub const FUNCTIONS: [&str; 8] = [
+pub const FUNCTIONS: [&str; 9] = [
     "accounts",
     "registry-api",
     "registry-protocol",
@@ -21,6 +21,7 @@ pub const FUNCTIONS: [&str; 8] = [
     "agent-gateway",
     "credential-broker",
     "key-rotation",
+    "registry-sync",
 ];
 
 /// Builds the state from the environment, once per cold start, with `B` as the blob adapter.
@@ -35,7 +36,8 @@ pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
 
 /// In AWS the site-admin and root service tokens come from the Secrets Manager secrets the
 /// stack generates (`HANGAR_ADMIN_TOKEN_SECRET_ARN`, `HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN`):
-/// read once at cold start, installed (hashed) like the plain variables, never logged.
+/// read once at cold start, installed (hashed) like the plain variables, never logged. A function
+/// not given a secret's ARN leaves that token as it is (see `bootstrap`).
 async fn bootstrap_tokens_from_secrets(config: &mut Config) -> Result<(), Error> {
     let arn = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let (admin, root) = (arn("HANGAR_ADMIN_TOKEN_SECRET_ARN"), arn("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"));

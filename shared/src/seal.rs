@@ -1,10 +1,20 @@
-//! Encryption at rest for the credential broker's stored secrets (the cloud secret keys it hands
-//! out), so that the store's contents alone (a table export, a backup, a copied database) do not
-//! give them away. In AWS the key never leaves KMS; dev-server has no KMS, so it keeps an
-//! AES-256-GCM key in a file of its own beside its data. Both bind every sealed value to the
-//! purpose `hangar-broker-secret` (GCM associated data, KMS encryption context), so ciphertext
-//! made with the same key for something else does not unseal as a broker secret.
+//! Encryption at rest for the secrets Hangar stores (the broker's cloud secret keys, VCS
+//! connections' provider tokens, webhook secrets), so that the store's contents alone (a table
+//! export, a backup, a copied database) do not give them away. In AWS the key never leaves KMS;
+//! dev-server has no KMS, so it keeps an AES-256-GCM key in a file of its own beside its data.
+//!
+//! Every value is sealed for a [`SealContext`]: the kind of secret and the id of the record that
+//! holds it, bound in as GCM associated data and as the KMS encryption context. A sealed value
+//! copied into another record, or read as another kind of secret, does not open; and in AWS, IAM
+//! can allow each function only the kinds it needs (`kms:EncryptionContext:kind`).
+//!
+//! Values sealed before contexts existed (format 1: one purpose, `hangar-broker-secret`, for
+//! everything) still open wherever they are read, so nothing already stored becomes unreadable;
+//! a record gets a bound value (format 2) the next time its secret is written (a `config/root`
+//! write, a root or static-role rotation, a new connection). The formats tell themselves apart:
+//! a local value by its first byte, a KMS value by the `v2:` prefix of the bound format.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -21,14 +31,20 @@ use base64::Engine;
 use rand::rngs::OsRng;
 use rand::RngCore;
 
-/// What a sealed value is for: AES-GCM associated data, and the value of the KMS encryption
-/// context's `purpose` entry.
+/// What every format-1 value was sealed for: its AES-GCM associated data, and the value of its
+/// KMS encryption context's `purpose` entry.
 const PURPOSE: &str = "hangar-broker-secret";
 
 const KMS_CONTEXT_KEY: &str = "purpose";
+/// The KMS encryption context entries of a format-2 value (what IAM conditions can name).
+const KMS_KIND_KEY: &str = "kind";
+const KMS_RECORD_KEY: &str = "record";
+/// What a format-2 KMS value starts with (base64 never holds a `:`).
+const KMS_FORMAT_V2: &str = "v2:";
 
-/// The first byte of a [`LocalSealer`] value, so that a later format can tell its values apart.
+/// The first byte of a [`LocalSealer`] value: format 1 (one purpose), format 2 (a context).
 const LOCAL_FORMAT_V1: u8 = 1;
+const LOCAL_FORMAT_V2: u8 = 2;
 
 const KEY_LEN: usize = 32;
 const NONCE_LEN: usize = 12;
@@ -39,11 +55,83 @@ const TAG_LEN: usize = 16;
 const KEY_FILE_WAIT: Duration = Duration::from_secs(1);
 const KEY_FILE_POLL: Duration = Duration::from_millis(20);
 
+/// The kinds of secret Hangar seals, each bound into its sealed values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretKind {
+    /// A broker mount's `config/root` secret key; the record is the mount's uuid.
+    BrokerRootKey,
+    /// A broker static role's secret key; the record is `<mount-uuid>/<role name>`.
+    StaticRoleKey,
+    /// A VCS connection's provider token; the record is its OAuth token's `ot-` id.
+    OAuthToken,
+    /// A VCS module's webhook secret; the record is the webhook's uuid.
+    WebhookSecret,
+}
+
+impl SecretKind {
+    /// Its name in associated data and in the KMS encryption context.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SecretKind::BrokerRootKey => "broker-root-key",
+            SecretKind::StaticRoleKey => "broker-static-role-key",
+            SecretKind::OAuthToken => "oauth-token",
+            SecretKind::WebhookSecret => "webhook-secret",
+        }
+    }
+}
+
+/// What a sealed value is and where it belongs: it opens only for the same kind and record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealContext {
+    kind: SecretKind,
+    record: String,
+}
+
+impl SealContext {
+    pub fn new(kind: SecretKind, record: impl Into<String>) -> Self {
+        Self { kind, record: record.into() }
+    }
+
+    /// The secret key of a broker mount's `config/root`.
+    pub fn broker_root_key(mount_uuid: &str) -> Self {
+        Self::new(SecretKind::BrokerRootKey, mount_uuid)
+    }
+
+    /// The secret key of a broker static role (a mount's uuid holds no `/`).
+    pub fn static_role_key(mount_uuid: &str, role: &str) -> Self {
+        Self::new(SecretKind::StaticRoleKey, format!("{mount_uuid}/{role}"))
+    }
+
+    /// The provider token of a VCS connection, by its OAuth token's id.
+    pub fn oauth_token(oauth_token_id: &str) -> Self {
+        Self::new(SecretKind::OAuthToken, oauth_token_id)
+    }
+
+    /// The webhook secret of a VCS module, by its webhook's uuid.
+    pub fn webhook_secret(webhook_uuid: &str) -> Self {
+        Self::new(SecretKind::WebhookSecret, webhook_uuid)
+    }
+
+    pub fn kind(&self) -> SecretKind {
+        self.kind
+    }
+
+    pub fn record(&self) -> &str {
+        &self.record
+    }
+
+    /// GCM associated data of a format-2 value: no kind holds a NUL, and the record comes last,
+    /// so two contexts never share their bytes.
+    fn associated_data(&self) -> Vec<u8> {
+        [b"hangar\0".as_slice(), self.kind.as_str().as_bytes(), b"\0", self.record.as_bytes()].concat()
+    }
+}
+
 /// Why a secret could not be sealed or unsealed.
 #[derive(Debug, thiserror::Error)]
 pub enum SealError {
-    /// The sealed value is not one this sealer produced: not base64, truncated, altered, sealed
-    /// under another key or for another purpose.
+    /// The sealed value is not one this sealer produced for this context: not base64,
+    /// truncated, altered, sealed under another key, or for another kind of secret or record.
     #[error("sealed secret is malformed or was not sealed with this key")]
     Corrupt,
     /// The local key file could not be created or read, or does not hold a 32-byte key.
@@ -54,15 +142,23 @@ pub enum SealError {
     Kms(String),
 }
 
-/// Encrypts the broker's secrets for storage and decrypts them again.
+/// Encrypts secrets for storage and decrypts them again.
 #[async_trait::async_trait]
 pub trait Sealer: Send + Sync + 'static {
-    /// Encrypts a secret for storage; the result is printable (base64) and carries what unsealing
-    /// needs (nonce / KMS blob).
+    /// Encrypts a secret for storage, bound to `context`; the result is printable and carries
+    /// what unsealing needs (format, nonce / KMS blob).
+    async fn seal_for(&self, context: &SealContext, plaintext: &str) -> Result<String, SealError>;
+
+    /// Decrypts a value [`Sealer::seal_for`] produced with the same key and context, or a
+    /// format-1 value (sealed before contexts existed); anything else is [`SealError::Corrupt`].
+    async fn unseal_for(&self, context: &SealContext, sealed: &str) -> Result<String, SealError>;
+
+    /// Encrypts a secret in format 1, bound to no record: only for the call sites not yet given
+    /// a context (the registry's webhook secrets); everything else uses [`Sealer::seal_for`].
     async fn seal(&self, plaintext: &str) -> Result<String, SealError>;
 
-    /// Decrypts a value [`Sealer::seal`] produced with the same key; anything else is
-    /// [`SealError::Corrupt`].
+    /// Decrypts a format-1 value; a bound one is [`SealError::Corrupt`] here, as it names a
+    /// context this call does not give.
     async fn unseal(&self, sealed: &str) -> Result<String, SealError>;
 }
 
@@ -71,8 +167,9 @@ pub type SharedSealer = Arc<dyn Sealer>;
 
 /// AES-256-GCM with a 32-byte key kept in a file readable only by its owner (mode 0600), created
 /// on first use (create_new, so several processes sharing the directory agree on one key: if
-/// creation races, read the winner's file). Random 96-bit nonce per seal; output =
-/// base64(version byte || nonce || ciphertext+tag). A tampered or foreign sealed value →
+/// creation races, read the winner's file; an existing file readable by others is made
+/// owner-only). Random 96-bit nonce per seal; output = base64(format byte || nonce ||
+/// ciphertext+tag), the context as associated data. A tampered or foreign sealed value →
 /// [`SealError::Corrupt`].
 #[derive(Clone)]
 pub struct LocalSealer {
@@ -93,7 +190,10 @@ impl LocalSealer {
     pub fn open(key_file: &Path) -> Result<Self, SealError> {
         let key = match create_key_file(key_file) {
             Ok(key) => key,
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => read_key_file(key_file)?,
+            Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+                restrict_to_owner(key_file);
+                read_key_file(key_file)?
+            }
             Err(err) => return Err(key_file_error(key_file, format!("cannot create: {err}"))),
         };
         let cipher = Aes256Gcm::new_from_slice(&key).map_err(|_| key_file_error(key_file, "bad key length"))?;
@@ -119,6 +219,23 @@ fn create_key_file(path: &Path) -> std::io::Result<[u8; KEY_LEN]> {
         return Err(err);
     }
     Ok(key)
+}
+
+/// Makes a key file an earlier version left readable by others owner-only (mode 0600). A file
+/// this process may not change is left as it is, with a warning: it still holds the key.
+pub fn restrict_to_owner(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let Ok(metadata) = std::fs::metadata(path) else { return };
+        if metadata.permissions().mode() & 0o077 != 0 {
+            if let Err(err) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+                tracing::warn!(path = %path.display(), error = %err, "key file is readable by others and cannot be made owner-only");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
 }
 
 fn write_key(file: &mut File, key: &[u8]) -> std::io::Result<()> {
@@ -147,41 +264,66 @@ fn key_file_error(path: &Path, reason: impl Into<String>) -> SealError {
     SealError::KeyFile { path: path.display().to_string(), reason: reason.into() }
 }
 
-#[async_trait::async_trait]
-impl Sealer for LocalSealer {
-    async fn seal(&self, plaintext: &str) -> Result<String, SealError> {
+impl LocalSealer {
+    fn encrypt(&self, format: u8, aad: &[u8], plaintext: &str) -> String {
         let mut nonce = [0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
-        let payload = Payload { msg: plaintext.as_bytes(), aad: PURPOSE.as_bytes() };
+        let payload = Payload { msg: plaintext.as_bytes(), aad };
         let ciphertext = self
             .cipher
             .encrypt(Nonce::from_slice(&nonce), payload)
             .expect("AES-GCM encrypts any plaintext under 64 GiB");
         let mut out = Vec::with_capacity(1 + NONCE_LEN + ciphertext.len());
-        out.push(LOCAL_FORMAT_V1);
+        out.push(format);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(&ciphertext);
-        Ok(BASE64.encode(out))
+        BASE64.encode(out)
     }
 
-    async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
+    /// Opens a value of either format: format 1 with its one purpose, format 2 with `context`'s
+    /// associated data (none given: format 2 does not open).
+    fn decrypt(&self, context: Option<&SealContext>, sealed: &str) -> Result<String, SealError> {
         let raw = BASE64.decode(sealed).map_err(|_| SealError::Corrupt)?;
-        let Some((&LOCAL_FORMAT_V1, rest)) = raw.split_first() else {
-            return Err(SealError::Corrupt);
+        let aad = match (raw.first(), context) {
+            (Some(&LOCAL_FORMAT_V1), _) => PURPOSE.as_bytes().to_vec(),
+            (Some(&LOCAL_FORMAT_V2), Some(context)) => context.associated_data(),
+            _ => return Err(SealError::Corrupt),
         };
+        let rest = &raw[1..];
         if rest.len() < NONCE_LEN + TAG_LEN {
             return Err(SealError::Corrupt);
         }
         let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
-        let payload = Payload { msg: ciphertext, aad: PURPOSE.as_bytes() };
+        let payload = Payload { msg: ciphertext, aad: &aad };
         let plaintext = self.cipher.decrypt(Nonce::from_slice(nonce), payload).map_err(|_| SealError::Corrupt)?;
         String::from_utf8(plaintext).map_err(|_| SealError::Corrupt)
     }
 }
 
-/// KMS Encrypt/Decrypt with the key given by id, ARN or alias; output base64 of the ciphertext
-/// blob. Decrypt names the key too, so a blob made under another key is refused. KMS does not
-/// encrypt an empty plaintext or one over 4096 bytes; sealing one is a [`SealError::Kms`].
+#[async_trait::async_trait]
+impl Sealer for LocalSealer {
+    async fn seal_for(&self, context: &SealContext, plaintext: &str) -> Result<String, SealError> {
+        Ok(self.encrypt(LOCAL_FORMAT_V2, &context.associated_data(), plaintext))
+    }
+
+    async fn unseal_for(&self, context: &SealContext, sealed: &str) -> Result<String, SealError> {
+        self.decrypt(Some(context), sealed)
+    }
+
+    async fn seal(&self, plaintext: &str) -> Result<String, SealError> {
+        Ok(self.encrypt(LOCAL_FORMAT_V1, PURPOSE.as_bytes(), plaintext))
+    }
+
+    async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
+        self.decrypt(None, sealed)
+    }
+}
+
+/// KMS Encrypt/Decrypt with the key given by id, ARN or alias; output `v2:` and the base64 of
+/// the ciphertext blob, encrypted with the encryption context `kind`, `record` (format 1: the
+/// bare base64, with `purpose` = `hangar-broker-secret`). Decrypt names the key too, so a blob
+/// made under another key is refused. KMS does not encrypt an empty plaintext or one over 4096
+/// bytes; sealing one is a [`SealError::Kms`].
 #[derive(Debug, Clone)]
 pub struct KmsSealer {
     client: aws_sdk_kms::Client,
@@ -193,26 +335,30 @@ impl KmsSealer {
     pub fn new(client: aws_sdk_kms::Client, key_id: impl Into<String>) -> Self {
         Self { client, key_id: key_id.into() }
     }
-}
 
-#[async_trait::async_trait]
-impl Sealer for KmsSealer {
-    async fn seal(&self, plaintext: &str) -> Result<String, SealError> {
+    async fn encrypt(&self, context: HashMap<String, String>, plaintext: &str) -> Result<Vec<u8>, SealError> {
         let output = self
             .client
             .encrypt()
             .key_id(&self.key_id)
             .plaintext(Blob::new(plaintext.as_bytes()))
-            .encryption_context(KMS_CONTEXT_KEY, PURPOSE)
+            .set_encryption_context(Some(context))
             .send()
             .await
             .map_err(|err| SealError::Kms(DisplayErrorContext(&err).to_string()))?;
         let blob = output.ciphertext_blob().ok_or_else(|| SealError::Kms("Encrypt returned no ciphertext".into()))?;
-        Ok(BASE64.encode(blob.as_ref()))
+        Ok(blob.as_ref().to_vec())
     }
 
-    async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
-        let blob = BASE64.decode(sealed).map_err(|_| SealError::Corrupt)?;
+    /// Opens a value of either format: format 1 with its one purpose, format 2 with
+    /// `context` (none given: format 2 does not open).
+    async fn decrypt(&self, context: Option<&SealContext>, sealed: &str) -> Result<String, SealError> {
+        let (encoded, context) = match (sealed.strip_prefix(KMS_FORMAT_V2), context) {
+            (Some(encoded), Some(context)) => (encoded, kms_context(context)),
+            (Some(_), None) => return Err(SealError::Corrupt),
+            (None, _) => (sealed, legacy_kms_context()),
+        };
+        let blob = BASE64.decode(encoded).map_err(|_| SealError::Corrupt)?;
         if blob.is_empty() {
             return Err(SealError::Corrupt);
         }
@@ -221,7 +367,7 @@ impl Sealer for KmsSealer {
             .decrypt()
             .key_id(&self.key_id)
             .ciphertext_blob(Blob::new(blob))
-            .encryption_context(KMS_CONTEXT_KEY, PURPOSE)
+            .set_encryption_context(Some(context))
             .send()
             .await
             .map_err(|err| {
@@ -236,6 +382,37 @@ impl Sealer for KmsSealer {
             })?;
         let plaintext = output.plaintext().ok_or_else(|| SealError::Kms("Decrypt returned no plaintext".into()))?;
         String::from_utf8(plaintext.as_ref().to_vec()).map_err(|_| SealError::Corrupt)
+    }
+}
+
+fn kms_context(context: &SealContext) -> HashMap<String, String> {
+    HashMap::from([
+        (KMS_KIND_KEY.to_owned(), context.kind.as_str().to_owned()),
+        (KMS_RECORD_KEY.to_owned(), context.record.clone()),
+    ])
+}
+
+fn legacy_kms_context() -> HashMap<String, String> {
+    HashMap::from([(KMS_CONTEXT_KEY.to_owned(), PURPOSE.to_owned())])
+}
+
+#[async_trait::async_trait]
+impl Sealer for KmsSealer {
+    async fn seal_for(&self, context: &SealContext, plaintext: &str) -> Result<String, SealError> {
+        let blob = self.encrypt(kms_context(context), plaintext).await?;
+        Ok(format!("{KMS_FORMAT_V2}{}", BASE64.encode(blob)))
+    }
+
+    async fn unseal_for(&self, context: &SealContext, sealed: &str) -> Result<String, SealError> {
+        self.decrypt(Some(context), sealed).await
+    }
+
+    async fn seal(&self, plaintext: &str) -> Result<String, SealError> {
+        Ok(BASE64.encode(self.encrypt(legacy_kms_context(), plaintext).await?))
+    }
+
+    async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
+        self.decrypt(None, sealed).await
     }
 }
 
@@ -354,7 +531,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
         let mut wrong_version = BASE64.decode(sealer.seal("secret").await.unwrap()).unwrap();
-        wrong_version[0] = 2;
+        wrong_version[0] = 3;
         let garbage = [
             String::new(),
             "not base64 at all!".to_owned(),
@@ -368,6 +545,72 @@ mod tests {
             let result = sealer.unseal(&input).await;
             assert!(matches!(result, Err(SealError::Corrupt)), "{input:?}: {result:?}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_bound_value_opens_only_for_its_kind_and_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let context = SealContext::oauth_token("ot-one");
+        let sealed = sealer.seal_for(&context, "secret").await.unwrap();
+        assert_eq!(BASE64.decode(&sealed).unwrap()[0], LOCAL_FORMAT_V2);
+        assert_eq!(sealer.unseal_for(&context, &sealed).await.unwrap(), "secret");
+        for other in [
+            SealContext::oauth_token("ot-two"),
+            SealContext::oauth_token("ot-one "),
+            SealContext::webhook_secret("ot-one"),
+            SealContext::static_role_key("ot", "one"),
+            SealContext::broker_root_key("ot-one"),
+        ] {
+            let result = sealer.unseal_for(&other, &sealed).await;
+            assert!(matches!(result, Err(SealError::Corrupt)), "{other:?}: {result:?}");
+        }
+        let unbound = sealer.unseal(&sealed).await;
+        assert!(matches!(unbound, Err(SealError::Corrupt)), "a bound value needs its context: {unbound:?}");
+        let mut relabelled = BASE64.decode(&sealed).unwrap();
+        relabelled[0] = LOCAL_FORMAT_V1;
+        let result = sealer.unseal_for(&context, &BASE64.encode(relabelled)).await;
+        assert!(matches!(result, Err(SealError::Corrupt)), "nor does it open as format 1: {result:?}");
+    }
+
+    #[tokio::test]
+    async fn a_value_sealed_before_contexts_still_opens_for_any() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let before = sealer.seal("secret").await.unwrap();
+        assert_eq!(BASE64.decode(&before).unwrap()[0], LOCAL_FORMAT_V1);
+        assert_eq!(sealer.unseal(&before).await.unwrap(), "secret");
+        for context in [SealContext::broker_root_key("m"), SealContext::static_role_key("m", "r")] {
+            assert_eq!(sealer.unseal_for(&context, &before).await.unwrap(), "secret");
+        }
+    }
+
+    #[test]
+    fn contexts_do_not_share_their_associated_data() {
+        let contexts = [
+            SealContext::static_role_key("m", "a"),
+            SealContext::broker_root_key("m/a"),
+            SealContext::oauth_token("a"),
+            SealContext::oauth_token("a\0"),
+            SealContext::webhook_secret("a"),
+        ];
+        for (i, one) in contexts.iter().enumerate() {
+            for other in &contexts[i + 1..] {
+                assert_ne!(one.associated_data(), other.associated_data(), "{one:?} {other:?}");
+            }
+        }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_key_file_readable_by_others_is_made_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = key_path(&dir);
+        drop(LocalSealer::open(&path).unwrap());
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        LocalSealer::open(&path).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! dev-server itself: bootstrap token, restart on the same data directory, TLS.
+//! dev-server itself: bootstrap token, restart on the same data directory, TLS, key files.
 
 use dev_server::{start, Options};
 use hangar::config::Config;
@@ -49,6 +49,36 @@ async fn tls_serves_https_with_a_certificate_clients_can_trust() {
         reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap()).build().unwrap();
     assert_eq!(ping(&client, &running.url).await, 204);
     running.stop().await.unwrap();
+}
+
+/// The permission bits of a file.
+#[cfg(unix)]
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).permissions().mode() & 0o777
+}
+
+/// The TLS private key and the seal key are readable by their owner only, also when an
+/// earlier version left them readable by others.
+#[cfg(unix)]
+#[tokio::test]
+async fn key_files_are_written_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    dev_server::install_crypto_provider();
+    let dir = tempfile::tempdir().unwrap();
+    let (tls_key, seal_key) = (dir.path().join("tls").join("key.pem"), dir.path().join("broker-seal.key"));
+    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
+    running.stop().await.unwrap();
+    assert_eq!(mode(&tls_key), 0o600, "the TLS private key");
+    assert_eq!(mode(&seal_key), 0o600, "the seal key");
+
+    for key in [&tls_key, &seal_key] {
+        std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
+    running.stop().await.unwrap();
+    assert_eq!(mode(&tls_key), 0o600, "a TLS key left readable is made owner-only");
+    assert_eq!(mode(&seal_key), 0o600, "a seal key left readable is made owner-only");
 }
 
 /// Reads what the server sends on `stream` until it closes the connection, waiting at most

@@ -1,7 +1,8 @@
 //! VCS connections: the subset of HCP Terraform's OAuth clients that module publishing needs.
 //! A connection is made from a personal access token, not an OAuth dance, so each client has
 //! exactly one OAuth token, created with it. The provider credential is sealed at rest with the
-//! application's sealer and only [`token_for`] ever unseals it; no response carries it.
+//! application's sealer, bound to its OAuth token's id, and only [`token_for`] ever unseals it;
+//! no response carries it.
 //!
 //! Both items live in the organization's partition and name their id pointers as satellites,
 //! so deleting the organization removes them. As in the registry, a caller who may not do
@@ -15,7 +16,8 @@ use super::error::{AccountsError, Result};
 use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
-use crate::ids::new_id;
+use crate::ids::{new_id, Kind};
+use crate::seal::SealContext;
 use crate::state::AppState;
 use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, Write};
 use crate::vcs::{self, AllowedNetworks, UrlProblem};
@@ -61,6 +63,10 @@ pub struct OAuthClient {
     pub oauth_token_id: String,
 }
 
+impl pointer::Addressed for OAuthClient {
+    const KIND: Kind = Kind::OAuthClient;
+}
+
 impl OAuthClient {
     fn key(&self) -> Key {
         keys::oauth_client(&self.org_id, &self.id)
@@ -85,6 +91,10 @@ pub struct OAuthToken {
     pub oauth_client_id: String,
     pub created_at: String,
     sealed_token: String,
+}
+
+impl pointer::Addressed for OAuthToken {
+    const KIND: Kind = Kind::OAuthToken;
 }
 
 impl OAuthToken {
@@ -225,7 +235,7 @@ pub async fn create(
         org_id: org.id.clone(),
         oauth_client_id: client.id.clone(),
         created_at: now,
-        sealed_token: state.sealer.seal(&secret).await?,
+        sealed_token: state.sealer.seal_for(&SealContext::oauth_token(&client.oauth_token_id), &secret).await?,
     };
     let writes = vec![
         Write::Put { item: client.to_item()?, condition: Condition::NotExists },
@@ -248,10 +258,7 @@ pub async fn get(
     id: &str,
     permission: Permission,
 ) -> Result<(OAuthClient, Organization)> {
-    let client: OAuthClient = match pointer::follow(store, id).await? {
-        Some(item) if id.starts_with("oc-") => item.parse()?,
-        _ => return Err(AccountsError::NotFound),
-    };
+    let client: OAuthClient = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
     hidden(access::require(principal, &client.org_id, permission))?;
     let org = access::get_by_id(store, &client.org_id).await?;
     Ok((client, org))
@@ -293,10 +300,7 @@ pub async fn delete(store: &dyn ItemStore, principal: &Principal, id: &str) -> R
 
 /// The OAuth token with this id, if the principal may read its organization.
 pub async fn get_token(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<OAuthToken> {
-    let token: OAuthToken = match pointer::follow(store, id).await? {
-        Some(item) if id.starts_with("ot-") => item.parse()?,
-        _ => return Err(AccountsError::NotFound),
-    };
+    let token: OAuthToken = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
     hidden(access::require(principal, &token.org_id, Permission::Read))?;
     Ok(token)
 }
@@ -323,7 +327,7 @@ pub async fn token_for(state: &AppState, org_id: &str, oauth_token_id: &str) -> 
         service_provider: client.service_provider,
         http_url: client.http_url,
         api_url: client.api_url,
-        token: state.sealer.unseal(&token.sealed_token).await?,
+        token: state.sealer.unseal_for(&SealContext::oauth_token(oauth_token_id), &token.sealed_token).await?,
     }))
 }
 

@@ -15,7 +15,10 @@ pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamG
 use crate::api::ApiError;
 use crate::ids::random_token;
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item, ItemStore, Key, StoreError};
+use crate::store::{keys, retry_on_race, Condition, Item, ItemStore, Key, StoreError, Write};
+
+/// The `token_id` of the site-admin token.
+const SITE_ADMIN_TOKEN_ID: &str = "site-admin";
 
 /// A new token secret in HCP Terraform's shape (`<14>.atlasv1.<64>`), which tools recognise.
 pub fn new_secret() -> String {
@@ -56,26 +59,69 @@ pub async fn resolve(store: &dyn ItemStore, secret: &str) -> Result<Option<Princ
     Ok(matches.then_some(record.principal))
 }
 
-/// Makes `secret` a site-admin token (idempotent): how dev-server and the functions bootstrap.
-pub async fn install_admin_token(store: &dyn ItemStore, secret: &str) -> Result<(), StoreError> {
-    let record = TokenRecord {
-        hash: hash_secret(secret),
-        token_id: "site-admin".into(),
-        principal: Principal::SiteAdmin,
-        created_at: crate::api::timestamp(chrono::Utc::now()),
-    };
-    store.put(record.to_item()?, Condition::Always).await
+/// The bootstrap record of the site-admin token: which hash was installed last.
+#[derive(Debug, Serialize, Deserialize)]
+struct Installed {
+    hash: String,
+    /// Bumped by every change: what a change is conditioned on, so concurrent starts agree.
+    revision: u64,
 }
 
-/// Whether any site-admin token exists (dev-server generates one at first start otherwise).
+/// What [`install_admin_token`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdminInstall {
+    /// It was installed already.
+    Unchanged,
+    /// It is installed, and the one installed before (if any) is gone.
+    Installed,
+}
+
+/// Makes `secret` the site-admin token: how dev-server and the functions bootstrap. One
+/// site-admin token is installed at a time: a value other than the one installed last replaces
+/// it in one transaction, so the old value stops working at once; the same value again changes
+/// nothing. Starts racing with each other agree (the record is written on the condition that it
+/// is unchanged). Tokens installed by versions before the record existed are not known here.
+pub async fn install_admin_token(store: &dyn ItemStore, secret: &str) -> Result<AdminInstall, StoreError> {
+    let hash = hash_secret(secret);
+    let outcome = retry_on_race(|| async {
+        let previous: Option<Installed> =
+            store.get(&keys::site_admin_bootstrap()).await?.map(|i| i.parse()).transpose()?;
+        if previous.as_ref().is_some_and(|p| p.hash == hash) {
+            return Ok(Some(AdminInstall::Unchanged));
+        }
+        let token = TokenRecord {
+            hash: hash.clone(),
+            token_id: SITE_ADMIN_TOKEN_ID.into(),
+            principal: Principal::SiteAdmin,
+            created_at: crate::api::timestamp(chrono::Utc::now()),
+        };
+        let (condition, revision) = match &previous {
+            Some(p) => (Condition::equals("revision", p.revision), p.revision + 1),
+            None => (Condition::NotExists, 1),
+        };
+        let installed = Installed { hash: hash.clone(), revision };
+        let mut writes = vec![
+            Write::Put { item: Item::from_value(keys::site_admin_bootstrap(), &installed)?, condition },
+            Write::Put { item: token.to_item()?, condition: Condition::Always },
+        ];
+        if let Some(previous) = &previous {
+            let key = keys::token(&previous.hash);
+            writes.push(Write::Delete { key, condition: Condition::Always });
+        }
+        match store.transact(writes).await {
+            Err(e) if e.failed_write() == Some(0) => Ok(None),
+            other => other.map(|()| Some(AdminInstall::Installed)),
+        }
+    })
+    .await?;
+    outcome.ok_or_else(|| StoreError::backend("the site-admin token's bootstrap record kept changing"))
+}
+
+/// Whether a site-admin token was ever installed or generated here (dev-server generates one at
+/// first start otherwise).
 pub async fn admin_token_exists(store: &dyn ItemStore) -> Result<bool, StoreError> {
-    Ok(store.get(&keys::site_admin_marker()).await?.is_some())
-}
-
-/// Records that a site-admin token was generated, so later starts do not print another.
-pub async fn mark_admin_token_generated(store: &dyn ItemStore) -> Result<(), StoreError> {
-    let marker = Item::new(keys::site_admin_marker(), Default::default());
-    store.put(marker, Condition::Always).await
+    let found = store.get_many(&[keys::site_admin_bootstrap(), keys::site_admin_marker()]).await?;
+    Ok(found.iter().any(Option::is_some))
 }
 
 /// The bearer secret of a request, if it carries one.

@@ -13,6 +13,7 @@ use super::mounts::Mount;
 use super::{duration, template};
 use crate::aws::{CloudSettings, SharedCloud};
 use crate::config::Edition;
+use crate::seal::SealContext;
 use crate::state::AppState;
 use crate::store::{keys, Condition, Item, ItemStore};
 
@@ -82,7 +83,7 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
         Some(value) => Some(duration::parse(value).map_err(BrokerError::invalid)?.as_secs()),
     };
     let sealed_secret_key = match &secret_key {
-        Some(secret) => Some(state.sealer.seal(secret).await?),
+        Some(secret) => Some(state.sealer.seal_for(&SealContext::broker_root_key(&mount.uuid), secret).await?),
         None => None,
     };
     let config = RootConfig {
@@ -147,8 +148,8 @@ pub fn root_data(config: &RootConfig, edition: Edition) -> Value {
 
 /// The AWS client for a mount's root configuration, built once per process and per distinct
 /// configuration (a `config/root` write yields new settings, hence a new client).
-pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<SharedCloud> {
-    let settings = cloud_settings(state, config).await?;
+pub async fn cloud(state: &AppState, mount: &Mount, config: &RootConfig) -> Result<SharedCloud> {
+    let settings = cloud_settings(state, mount, config).await?;
     let mut clients = state.clouds.lock().await;
     if let Some((_, cloud)) = clients.iter().find(|(known, _)| *known == settings) {
         return Ok(cloud.clone());
@@ -165,7 +166,7 @@ pub async fn cloud(state: &AppState, config: &RootConfig) -> Result<SharedCloud>
 /// The AWS client of a mount, and the root configuration it was built from.
 pub async fn mount_cloud(state: &AppState, mount: &Mount) -> Result<(SharedCloud, RootConfig)> {
     let config = root(state.store.as_ref(), mount).await?;
-    Ok((cloud(state, &config).await?, config))
+    Ok((cloud(state, mount, &config).await?, config))
 }
 
 /// The AWS clients of the mounts one run goes through (the scheduled rotation): each mount's
@@ -202,7 +203,8 @@ pub async fn rotate_root(state: &AppState, mount: &Mount) -> Result<String> {
     }
     let new = cloud.create_access_key(Some(&user.name)).await?;
     let old = std::mem::replace(&mut root.access_key, new.id.clone());
-    root.sealed_secret_key = Some(state.sealer.seal(&new.secret).await?);
+    root.sealed_secret_key =
+        Some(state.sealer.seal_for(&SealContext::broker_root_key(&mount.uuid), &new.secret).await?);
     let stored = Item::from_value(keys::mount_config(&mount.uuid, "root"), &root)?;
     state.store.put(stored, Condition::Always).await?;
     // The old key goes only once the new one is stored; until then both work.
@@ -213,9 +215,10 @@ pub async fn rotate_root(state: &AppState, mount: &Mount) -> Result<String> {
 }
 
 /// How the engine reaches AWS: static keys when configured, else the default credential chain.
-pub async fn cloud_settings(state: &AppState, config: &RootConfig) -> Result<CloudSettings> {
+/// The secret key opens only as this mount's.
+pub async fn cloud_settings(state: &AppState, mount: &Mount, config: &RootConfig) -> Result<CloudSettings> {
     let secret_key = match &config.sealed_secret_key {
-        Some(sealed) => Some(state.sealer.unseal(sealed).await?),
+        Some(sealed) => Some(state.sealer.unseal_for(&SealContext::broker_root_key(&mount.uuid), sealed).await?),
         None => None,
     };
     Ok(CloudSettings {

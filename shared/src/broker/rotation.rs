@@ -78,7 +78,8 @@ async fn rotate(
         let key = statics::new_key(&cloud, &role.username, Some(&role.access_key)).await?;
         let mut next = claimed.clone();
         next.access_key = key.id;
-        next.sealed_secret_key = state.sealer.seal(&key.secret).await?;
+        let context = statics::key_context(&next.mount_uuid, &next.name);
+        next.sealed_secret_key = state.sealer.seal_for(&context, &key.secret).await?;
         Ok(next)
     }
     .await;

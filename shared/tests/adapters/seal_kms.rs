@@ -113,3 +113,39 @@ async fn unknown_key_is_a_kms_error() {
     let result = sealer.seal(SECRET).await;
     assert!(matches!(result, Err(SealError::Kms(_))), "{result:?}");
 }
+
+#[tokio::test]
+async fn a_bound_value_opens_only_for_its_kind_and_record() {
+    use hangar::seal::SealContext;
+    let Some(client) = kms().await else { return };
+    let (key_id, _) = create_key(&client).await;
+    let sealer = KmsSealer::new(client, key_id);
+    let context = SealContext::broker_root_key("mount-one");
+    let sealed = sealer.seal_for(&context, SECRET).await.unwrap();
+    assert!(sealed.starts_with("v2:") && !sealed.contains(SECRET), "{sealed}");
+    assert_eq!(sealer.unseal_for(&context, &sealed).await.unwrap(), SECRET);
+    for other in [
+        SealContext::broker_root_key("mount-two"),
+        SealContext::static_role_key("mount-one", "role"),
+        SealContext::oauth_token("mount-one"),
+    ] {
+        let result = sealer.unseal_for(&other, &sealed).await;
+        assert!(matches!(result, Err(SealError::Corrupt | SealError::Kms(_))), "{other:?}: {result:?}");
+    }
+    assert!(matches!(sealer.unseal(&sealed).await, Err(SealError::Corrupt)), "a bound value needs its context");
+    let relabelled = sealed.trim_start_matches("v2:");
+    assert!(sealer.unseal_for(&context, relabelled).await.is_err(), "nor does it open as format 1");
+}
+
+#[tokio::test]
+async fn a_value_sealed_before_contexts_still_opens_for_any() {
+    use hangar::seal::SealContext;
+    let Some(client) = kms().await else { return };
+    let (key_id, _) = create_key(&client).await;
+    let sealer = KmsSealer::new(client, key_id);
+    let before = sealer.seal(SECRET).await.unwrap();
+    assert!(BASE64.decode(&before).is_ok(), "format 1 is the bare base64: {before}");
+    for context in [SealContext::oauth_token("ot-one"), SealContext::webhook_secret("hook")] {
+        assert_eq!(sealer.unseal_for(&context, &before).await.unwrap(), SECRET);
+    }
+}

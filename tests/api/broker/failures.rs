@@ -246,3 +246,34 @@ async fn an_unreachable_aws_is_a_502_whose_body_is_generic() {
     assert_no_debug_text(&creds);
     app.stop().await;
 }
+
+/// Each sealed secret is bound to its record: a mount's sealed root key copied into another
+/// mount's `config/root` (a tampered table, a restored item) does not open there. The call is
+/// refused with a generic error, before anything reaches AWS, and never shows either key.
+#[tokio::test]
+async fn a_sealed_root_key_moved_to_another_mount_does_not_open() {
+    use hangar::store::{keys, Condition, ItemStore};
+    let app = broker().await;
+    let root = Vault::root(&app);
+    root.write("sys/mounts/other", json!({"type": "aws"})).await;
+    let config = |secret_key: &str| json!({"access_key": "AKIAEXAMPLE", "secret_key": secret_key, "iam_endpoint": "http://127.0.0.1:9", "max_retries": 0});
+    root.write("aws/config/root", config("the-aws-mounts-secret")).await;
+    root.write("other/config/root", config("the-other-mounts-secret")).await;
+    let mounts = root.get("sys/mounts").await;
+    let uuid = |path: &str| mounts.body["data"][path]["uuid"].as_str().expect("a mount uuid").to_owned();
+    let (aws, other) = (uuid("aws/"), uuid("other/"));
+
+    let store = app.store();
+    let from = store.get(&keys::mount_config(&aws, "root")).await.unwrap().expect("aws's config/root");
+    let mut to = store.get(&keys::mount_config(&other, "root")).await.unwrap().expect("other's config/root");
+    to.attrs.insert("sealed_secret_key".into(), from.attrs["sealed_secret_key"].clone());
+    store.put(to, Condition::Always).await.unwrap();
+
+    let moved = root.post("other/config/rotate-root", json!({})).await;
+    assert_eq!(moved.status, 500, "refused before AWS is called: {:?}", moved.body);
+    let body = moved.body.to_string();
+    assert!(!body.contains("the-aws-mounts-secret") && !body.contains("the-other-mounts-secret"), "{body}");
+    let own = root.post("aws/config/rotate-root", json!({})).await;
+    assert_eq!(own.status, 502, "the key opens where it was sealed (then AWS is unreachable): {:?}", own.body);
+    app.stop().await;
+}

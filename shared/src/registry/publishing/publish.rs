@@ -9,6 +9,7 @@ use crate::auth::{Permission, Principal};
 use crate::registry::error::{RegistryError, Result};
 use crate::registry::modules::{self, Module, ModuleChange, VcsRepo, BRANCH, TAGS};
 use crate::registry::names::{ModuleName, ProviderName, RegistryName};
+use crate::seal::SealContext;
 use crate::state::AppState;
 use crate::store::{keys, Condition, Item, ItemStore, Write};
 use crate::vcs::{self, RepoId, ServiceProvider};
@@ -124,7 +125,7 @@ pub async fn publish(
         webhook_url: format!("{}/webhooks/vcs/{uuid}", base_url.trim_end_matches('/')),
         webhook_uuid: uuid.clone(),
         setup_error: None,
-        sealed_webhook_secret: state.sealer.seal(&secret).await?,
+        sealed_webhook_secret: state.sealer.seal_for(&SealContext::webhook_secret(&uuid), &secret).await?,
     };
     let module = Module {
         publishing_mechanism: Some(if branch.is_empty() { TAGS } else { BRANCH }.to_owned()),
