@@ -1,5 +1,5 @@
-//! The event-driven functions' handlers: `registry-ingest` (S3 ObjectCreated) and
-//! `key-rotation` (EventBridge schedule).
+//! The event-driven functions' handlers: `registry-ingest` (S3 ObjectCreated), and on
+//! EventBridge schedules `key-rotation` (the broker's) and `registry-sync` (VCS work).
 
 use aws_lambda_events::event::s3::S3Event;
 use serde::Serialize;
@@ -13,17 +13,18 @@ use crate::state::AppState;
 pub struct IngestSummary {
     /// Archives inspected and their versions settled, `ok` or failed.
     pub ingested: Vec<String>,
-    /// Objects with no version waiting for them (or outside `object/`).
+    /// Uploads with no version waiting for them (or keys outside `upload/`).
     pub ignored: Vec<String>,
 }
 
-/// Handles an S3 ObjectCreated notification for `object/<id>` keys. A record that fails is
-/// retried by Lambda with the whole event; records already settled are then ignored.
+/// Handles an S3 ObjectCreated notification for `upload/<id>` keys. A record that fails is
+/// retried by Lambda (or, from a queue, redelivered) with the whole event; records already
+/// settled are then ignored.
 pub async fn ingest(state: &AppState, event: S3Event) -> Result<IngestSummary, crate::lambda::Error> {
     let mut summary = IngestSummary::default();
     for record in event.records {
-        let key = record.s3.object.key.unwrap_or_default();
-        let Some(id) = key.strip_prefix("object/").and_then(ObjectId::parse) else {
+        let key = event_key(&record.s3.object.key.unwrap_or_default());
+        let Some(id) = ObjectId::from_upload_key(&key) else {
             summary.ignored.push(key);
             continue;
         };
@@ -36,26 +37,84 @@ pub async fn ingest(state: &AppState, event: S3Event) -> Result<IngestSummary, c
     Ok(summary)
 }
 
+/// An event's object key as stored: S3 sends keys URL-encoded (`+` for a space; some senders
+/// also encode `/`).
+fn event_key(raw: &str) -> String {
+    let mut bytes = Vec::with_capacity(raw.len());
+    let mut rest = raw.as_bytes();
+    while let Some((&first, tail)) = rest.split_first() {
+        let hex =
+            tail.get(..2).filter(|h| h.iter().all(u8::is_ascii_hexdigit)).and_then(|h| std::str::from_utf8(h).ok());
+        match (first, hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                bytes.push(byte);
+                rest = &tail[2..];
+            }
+            (b'+', _) => {
+                bytes.push(b' ');
+                rest = tail;
+            }
+            (other, _) => {
+                bytes.push(other);
+                rest = tail;
+            }
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct RotationSummary {
     pub rotated: usize,
     pub revoked: usize,
+}
+
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct SyncSummary {
     pub vcs_work: usize,
 }
 
-/// The scheduled work: static-role keys that are due, expired leases, and the VCS work that
-/// publishing and webhooks recorded (repository syncs, archive fetches).
-pub async fn scheduled(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
+/// The broker's scheduled work: static-role keys that are due and expired leases. Nothing else
+/// runs with the broker's IAM powers.
+pub async fn rotation(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
     let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
-    let fetched = crate::registry::publishing::run_pending(state, RunBounds::default()).await?;
-    Ok(RotationSummary { rotated, revoked, vcs_work: fetched })
+    Ok(RotationSummary { rotated, revoked })
 }
 
-/// Rotates the static-role keys that are due and revokes expired leases (and runs VCS work).
-/// The payload is not read: EventBridge rules send their envelope, EventBridge Scheduler may send
-/// `{}`, and both mean "run now".
+/// The registry's scheduled work: what publishing and webhooks recorded (repository syncs,
+/// archive fetches from tenant-controlled URLs).
+pub async fn vcs(state: &AppState) -> Result<SyncSummary, crate::lambda::Error> {
+    let fetched = crate::registry::publishing::run_pending(state, RunBounds::default()).await?;
+    Ok(SyncSummary { vcs_work: fetched })
+}
+
+/// Both schedules' work in one process, as dev-server runs it (in AWS each has its function).
+pub async fn scheduled(state: &AppState) -> Result<(RotationSummary, SyncSummary), crate::lambda::Error> {
+    Ok((rotation(state).await?, vcs(state).await?))
+}
+
+/// The `key-rotation` function: rotates the static-role keys that are due and revokes expired
+/// leases. The payload is not read: EventBridge rules send their envelope, EventBridge Scheduler
+/// may send `{}`, and both mean "run now".
 pub async fn rotate(state: &AppState, _event: serde_json::Value) -> Result<RotationSummary, crate::lambda::Error> {
-    let summary = scheduled(state).await?;
+    let summary = rotation(state).await?;
     tracing::info!(rotated = summary.rotated, revoked = summary.revoked, "rotation");
     Ok(summary)
+}
+
+/// The `registry-sync` function: runs waiting VCS work (any payload, as `rotate`).
+pub async fn sync(state: &AppState, _event: serde_json::Value) -> Result<SyncSummary, crate::lambda::Error> {
+    let summary = vcs(state).await?;
+    tracing::info!(vcs_work = summary.vcs_work, "registry sync");
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn event_keys_are_url_decoded() {
+        assert_eq!(super::event_key("upload%2Fabc"), "upload/abc");
+        assert_eq!(super::event_key("upload/abc"), "upload/abc");
+        assert_eq!(super::event_key("a+b%20c%2"), "a b c%2");
+    }
 }

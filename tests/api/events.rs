@@ -141,12 +141,17 @@ async fn every_sample_event_runs_in_order_and_answers_as_expected() {
                     failures.push(format!("{name}: answered {got}, expected {want}"));
                 }
             }
-            "key-rotation" => {
-                // The handler takes any payload; the sample must still be a valid EventBridge event.
+            "key-rotation" | "registry-sync" => {
+                // The handlers take any payload; the sample must still be a valid EventBridge event.
                 let _: EventBridgeEvent = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
                 let event: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-                let summary = hangar::jobs::rotate(&state, event).await.unwrap_or_else(|e| panic!("{name}: {e}"));
-                let got = serde_json::to_value(summary).unwrap();
+                let got = match function {
+                    "key-rotation" => {
+                        hangar::jobs::rotate(&state, event).await.map(|s| serde_json::to_value(s).unwrap())
+                    }
+                    _ => hangar::jobs::sync(&state, event).await.map(|s| serde_json::to_value(s).unwrap()),
+                };
+                let got = got.unwrap_or_else(|e| panic!("{name}: {e}"));
                 if &got != want {
                     failures.push(format!("{name}: answered {got}, expected {want}"));
                 }

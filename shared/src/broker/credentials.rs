@@ -58,6 +58,7 @@ pub async fn issue(
     if kind == CredentialType::IamUser && params.get("ttl").is_some_and(|v| !v.is_null()) && endpoint == Endpoint::Sts {
         return Err(BrokerError::invalid("ttl is valid only for assumed_role, federation_token and session_token"));
     }
+    roles::allowed(role, &state.config.broker_limits).map_err(BrokerError::invalid)?;
     let (cloud, root) = config::mount_cloud(state, mount).await?;
     match kind {
         CredentialType::IamUser => iam_user(state, mount, role, &root, &cloud, caller).await,
@@ -186,7 +187,11 @@ async fn iam_user(
 ) -> Result<Issued> {
     let name = username(root, UserKind::Iam, &caller.display_name, &role.name)?;
     let tags: Vec<(String, String)> = role.iam_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    cloud.create_user(&name, role.user_path.as_deref(), role.permissions_boundary_arn.as_deref(), &tags).await?;
+    // The deployment's path and boundary stand in for a role's own (which lie within them).
+    let limits = &state.config.broker_limits;
+    let path = role.user_path.as_deref().or(limits.user_path.as_deref());
+    let boundary = role.permissions_boundary_arn.as_deref().or(limits.permissions_boundary.as_deref());
+    cloud.create_user(&name, path, boundary, &tags).await?;
     let key = match attach_and_key(cloud, role, &name).await {
         Ok(key) => key,
         Err(e) => {

@@ -14,6 +14,7 @@ use serde_json::{json, Map, Value};
 use super::duration;
 use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
+use crate::config::BrokerLimits;
 use crate::store::{keys, Condition, Item, ItemStore};
 
 /// How a role's credentials are made: an IAM user, or one of three STS calls.
@@ -244,6 +245,36 @@ pub fn validate(role: &Role) -> Result<(), String> {
     }
 }
 
+/// Whether the deployment's allow-lists (`HANGAR_BROKER_*`) let `role` be served: checked when
+/// it is written and again when credentials are asked for (settings may have changed since).
+pub fn allowed(role: &Role, limits: &BrokerLimits) -> Result<(), String> {
+    let refuse = |what: String, setting: &str| Err(format!("{what} is not allowed by this deployment ({setting})"));
+    if role.credential_types.contains(&IamUser) {
+        if let (Some(path), Some(allowed)) = (role.user_path.as_deref(), limits.user_path.as_deref()) {
+            if !path.starts_with(allowed) {
+                return refuse(format!("user_path {path:?} outside {allowed:?}"), "HANGAR_BROKER_USER_PATH");
+            }
+        }
+        if let (Some(arn), Some(boundary)) =
+            (role.permissions_boundary_arn.as_deref(), limits.permissions_boundary.as_deref())
+        {
+            if arn != boundary {
+                return refuse(
+                    format!("permissions_boundary_arn {arn} (only {boundary})"),
+                    "HANGAR_BROKER_PERMISSIONS_BOUNDARY",
+                );
+            }
+        }
+        if let Some(arn) = role.policy_arns.iter().find(|arn| !BrokerLimits::allows(&limits.policy_arns, arn)) {
+            return refuse(format!("policy_arns entry {arn}"), "HANGAR_BROKER_ALLOWED_POLICY_ARNS");
+        }
+    }
+    if let Some(arn) = role.role_arns.iter().find(|arn| !BrokerLimits::allows(&limits.role_arns, arn)) {
+        return refuse(format!("role_arns entry {arn}"), "HANGAR_BROKER_ALLOWED_ROLE_ARNS");
+    }
+    Ok(())
+}
+
 /// `data` of a role read: credential_type (the single type or the first), credential_types,
 /// role_arns, policy_arns, policy_document, iam_groups, iam_tags (map), default_sts_ttl and
 /// max_sts_ttl (seconds, 0 when unset), user_path ("/" default for iam_user),
@@ -282,10 +313,17 @@ pub async fn list(store: &dyn ItemStore, mount: &Mount) -> Result<Vec<String>> {
 }
 
 /// Writes `roles/:name`: `body` merged over the stored role (a stored role that no longer
-/// validates is replaced, not merged).
-pub async fn write(store: &dyn ItemStore, mount: &Mount, name: &str, body: &Map<String, Value>) -> Result<()> {
+/// validates is replaced, not merged); a role the deployment's allow-lists refuse is not stored.
+pub async fn write(
+    store: &dyn ItemStore,
+    limits: &BrokerLimits,
+    mount: &Mount,
+    name: &str,
+    body: &Map<String, Value>,
+) -> Result<()> {
     let existing = load(store, mount, name).await?.and_then(|role| role.ok());
     let role = apply(name, existing.as_ref(), body).map_err(BrokerError::invalid)?;
+    allowed(&role, limits).map_err(BrokerError::invalid)?;
     let item = Item::from_value(keys::mount_role(&mount.uuid, name), &role)?;
     store.put(item, Condition::Always).await?;
     Ok(())

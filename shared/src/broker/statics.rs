@@ -11,6 +11,7 @@ use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
 use super::{config, duration};
 use crate::aws::{self, SharedCloud};
+use crate::seal::SealContext;
 use crate::state::AppState;
 use crate::store::{keys, schedule, Condition, Index, Item, ItemStore};
 
@@ -29,6 +30,25 @@ pub struct StaticRole {
     pub sealed_secret_key: String,
     /// Unix time of the next rotation.
     pub next_rotation: i64,
+    /// The user's IAM path, when known (roles written before it was recorded have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_path: Option<String>,
+}
+
+/// The IAM path in a user's ARN (`arn:…:user/<path>/<name>` gives `/<path>/`).
+fn path_of(arn: &str) -> Option<String> {
+    let rest = arn.split_once(":user/")?.1;
+    Some(format!("/{}", &rest[..rest.rfind('/').map_or(0, |i| i + 1)]))
+}
+
+/// Refuses a user the deployment does not let static roles hold (`HANGAR_BROKER_STATIC_USERS`).
+fn check_user(state: &AppState, username: &str, path: Option<&str>) -> Result<()> {
+    match state.config.broker_limits.allows_static_user(username, path) {
+        true => Ok(()),
+        false => Err(BrokerError::invalid(format!(
+            "IAM user {username} is not allowed by this deployment (HANGAR_BROKER_STATIC_USERS)"
+        ))),
+    }
 }
 
 /// The stored item of a role, in the schedule partition at its next rotation.
@@ -36,6 +56,11 @@ pub fn item(role: &StaticRole) -> Result<Item> {
     let item = Item::from_value(keys::mount_static_role(&role.mount_uuid, &role.name), role)?;
     let schedule = schedule::sort_key(role.next_rotation, &format!("{}#{}", role.mount_uuid, role.name));
     Ok(item.with_index(Index::Gsi1, SCHEDULE_PARTITION, schedule))
+}
+
+/// What a static role's secret key is sealed for: this role of this mount.
+pub fn key_context(mount_uuid: &str, name: &str) -> SealContext {
+    SealContext::static_role_key(mount_uuid, name)
 }
 
 pub async fn load(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Option<StaticRole>> {
@@ -57,6 +82,11 @@ pub async fn new_key(cloud: &SharedCloud, user: &str, keep: Option<&str>) -> Res
     Ok(cloud.create_access_key(Some(user)).await?)
 }
 
+/// IAM's rule for a user name, checked before AWS is asked to find one.
+fn is_iam_user_name(name: &str) -> bool {
+    (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+=,.@-".contains(&b))
+}
+
 /// Writes `static-roles/:name`. A new role, or a new user, gets a fresh key from AWS; the same
 /// user with a new period keeps its keys and restarts its schedule.
 pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<String, Value>) -> Result<()> {
@@ -67,6 +97,11 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
             existing.as_ref().map(|r| r.username.clone()).ok_or_else(|| BrokerError::invalid("username is required"))?
         }
     };
+    if !is_iam_user_name(&username) {
+        return Err(BrokerError::invalid(
+            "username must be an IAM user name: 1 to 64 letters, digits or any of _+=,.@-",
+        ));
+    }
     let period = match body.get("rotation_period").filter(|v| !v.is_null()) {
         Some(value) => duration::parse(value).map_err(|e| BrokerError::invalid(format!("rotation_period: {e}")))?,
         None => Duration::from_secs(
@@ -83,6 +118,7 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
     let role = match existing.filter(|r| r.username == username) {
         // Same user: a new period resets the schedule, keys stay.
         Some(mut role) => {
+            check_user(state, &role.username, role.user_path.as_deref())?;
             role.rotation_period = period.as_secs();
             role.next_rotation = now + period.as_secs() as i64;
             role
@@ -93,6 +129,8 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
                 aws::CloudError::NotFound(_) => BrokerError::invalid(format!("IAM user {username} does not exist")),
                 other => other.into(),
             })?;
+            let user_path = path_of(&user.arn);
+            check_user(state, &username, user_path.as_deref())?;
             let key = new_key(&cloud, &username, None).await?;
             StaticRole {
                 name: name.to_owned(),
@@ -101,8 +139,9 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
                 user_id: user.id,
                 rotation_period: period.as_secs(),
                 access_key: key.id,
-                sealed_secret_key: state.sealer.seal(&key.secret).await?,
+                sealed_secret_key: state.sealer.seal_for(&key_context(&mount.uuid, name), &key.secret).await?,
                 next_rotation: now + period.as_secs() as i64,
+                user_path,
             }
         }
     };
@@ -113,7 +152,8 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
 /// `static-creds/:name`: the role's current key, unsealed, as (access key id, secret key).
 pub async fn creds(state: &AppState, mount: &Mount, name: &str) -> Result<(String, String)> {
     let role = load(state.store.as_ref(), mount, name).await?.ok_or(BrokerError::NotFound)?;
-    let secret = state.sealer.unseal(&role.sealed_secret_key).await?;
+    check_user(state, &role.username, role.user_path.as_deref())?;
+    let secret = state.sealer.unseal_for(&key_context(&mount.uuid, name), &role.sealed_secret_key).await?;
     Ok((role.access_key, secret))
 }
 

@@ -34,7 +34,14 @@ pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
     if matches!(request.body, Some(Value::Null)) {
         return Err(BrokerError::invalid("the request body must be a JSON object"));
     }
-    roles::write(request.state.store.as_ref(), &request.mount, request.name, &request.object()?).await?;
+    roles::write(
+        request.state.store.as_ref(),
+        &request.state.config.broker_limits,
+        &request.mount,
+        request.name,
+        &request.object()?,
+    )
+    .await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -6,7 +6,8 @@ use axum::http::HeaderMap;
 use super::sync::{add_fetched_version, tag_version};
 use crate::api::Field;
 use crate::registry::error::{RegistryError, Result};
-use crate::registry::modules::{load, modify};
+use crate::registry::modules::load;
+use crate::seal::SealContext;
 use crate::state::AppState;
 use crate::store::{keys, Key};
 use crate::vcs::{self, ServiceProvider};
@@ -17,6 +18,45 @@ pub const MAX_DELIVERY_BYTES: usize = 1024 * 1024;
 
 /// A webhook's id as [`publish`](super::publish) makes it: 32 lowercase letters and digits.
 const UUID_LEN: usize = 32;
+
+/// Whether a delivery's credential header could verify at all: a GitHub `sha256=` followed by a
+/// SHA-256 in hex, or a non-empty GitLab token.
+fn plausible(gitlab: bool, credential: Option<&str>) -> bool {
+    let Some(credential) = credential.map(str::trim) else { return false };
+    if gitlab {
+        return !credential.is_empty();
+    }
+    credential.strip_prefix("sha256=").is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Unsealed webhook secrets, per warm instance, keyed by webhook id and sealed value (a new
+/// secret is a new sealed value, so nothing stale is used), so that a stream of deliveries to one
+/// webhook costs one KMS call per instance.
+mod secrets {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+
+    /// Entries kept at most; the cache starts over when full.
+    const CAPACITY: usize = 1024;
+
+    fn cache() -> &'static Mutex<HashMap<(String, String), String>> {
+        static CACHE: OnceLock<Mutex<HashMap<(String, String), String>>> = OnceLock::new();
+        CACHE.get_or_init(Default::default)
+    }
+
+    pub fn cached(uuid: &str, sealed: &str) -> Option<String> {
+        let cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        cache.get(&(uuid.to_owned(), sealed.to_owned())).cloned()
+    }
+
+    pub fn keep(uuid: &str, sealed: &str, secret: &str) {
+        let mut cache = cache().lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if cache.len() >= CAPACITY {
+            cache.clear();
+        }
+        cache.insert((uuid.to_owned(), sealed.to_owned()), secret.to_owned());
+    }
+}
 
 /// Verifies a delivery against the module's webhook secret and records the version it names.
 /// Returns whether it did anything (a replayed delivery does not).
@@ -30,9 +70,22 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
     let module_key: Key = pointer.parse()?;
     let module = load(store, &module_key).await?;
     let repo = module.vcs_repo.clone().ok_or(RegistryError::NotFound)?;
-    let secret = state.sealer.unseal(&repo.sealed_webhook_secret).await?;
     let kind = ServiceProvider::parse(&repo.service_provider).unwrap_or(ServiceProvider::GitHub);
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // A delivery that cannot be authentic is refused before KMS is asked for anything.
+    let credential = if kind.is_gitlab() { header("x-gitlab-token") } else { header("x-hub-signature-256") };
+    if !plausible(kind.is_gitlab(), credential) {
+        return Err(RegistryError::Unauthorized);
+    }
+    let secret = match secrets::cached(uuid, &repo.sealed_webhook_secret) {
+        Some(secret) => secret,
+        None => {
+            let context = SealContext::webhook_secret(uuid);
+            let secret = state.sealer.unseal_for(&context, &repo.sealed_webhook_secret).await?;
+            secrets::keep(uuid, &repo.sealed_webhook_secret, &secret);
+            secret
+        }
+    };
     let authentic = if kind.is_gitlab() {
         vcs::verify_gitlab_token(&secret, header("x-gitlab-token"))
     } else {
@@ -50,11 +103,32 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
         return Ok(false);
     }
     let commit = (!sha.is_empty()).then_some(sha);
-    let (_, added) = modify(store, &module_key, |module| {
-        let added = add_fetched_version(module, &version, &tag, commit.clone())?;
-        Ok(added.map_or((Vec::new(), false), |(_, writes)| (writes, true)))
-    })
-    .await?;
+    let added = add_fetched_version(store, &module, &version, &tag, commit).await?.is_ok();
     state.work.notify_one();
     Ok(added)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_well_formed_credential_is_worth_unsealing_for() {
+        let signature = format!("sha256={}", "ab".repeat(32));
+        assert!(plausible(false, Some(&signature)));
+        for bad in [None, Some(""), Some("sha256="), Some("sha1=abc"), Some("sha256=zz")] {
+            assert!(!plausible(false, bad), "{bad:?}");
+        }
+        assert!(plausible(true, Some("token")));
+        assert!(!plausible(true, None) && !plausible(true, Some(" ")));
+    }
+
+    #[test]
+    fn a_secret_is_cached_by_webhook_and_sealed_value() {
+        assert_eq!(secrets::cached("hook-a", "sealed-1"), None);
+        secrets::keep("hook-a", "sealed-1", "secret");
+        assert_eq!(secrets::cached("hook-a", "sealed-1").as_deref(), Some("secret"));
+        assert_eq!(secrets::cached("hook-a", "sealed-2"), None, "a new sealed value is unsealed again");
+        assert_eq!(secrets::cached("hook-b", "sealed-1"), None, "another webhook's is not used");
+    }
 }
