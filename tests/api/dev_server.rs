@@ -128,3 +128,19 @@ async fn a_half_sent_request_is_not_held_open() {
     assert_eq!(ping(&reqwest::Client::new(), &running.url).await, 204, "the server still answers");
     running.stop().await.unwrap();
 }
+
+/// dev-server's own settings (its flags, or their variables) out of range stop it at start with
+/// the range named, as the shared settings do; a huge interval would otherwise overflow a timer.
+#[test]
+fn dev_server_settings_out_of_range_are_refused_naming_their_range() {
+    use clap::Parser;
+    const HUGE: &str = "18446744073709551615";
+    for flag in ["--rotation-interval", "--header-timeout", "--body-timeout"] {
+        for value in [HUGE, "0"] {
+            let refused = Options::try_parse_from(["dev-server", flag, value]).expect_err(&format!("{flag} {value}"));
+            let message = refused.to_string();
+            assert!(message.contains(flag) && message.contains("1..="), "{message}");
+        }
+    }
+    assert!(Options::try_parse_from(["dev-server", "--rotation-interval", "1"]).is_ok());
+}

@@ -46,13 +46,16 @@ pub struct Options {
     #[arg(long, env = "HANGAR_TLS")]
     pub tls: bool,
     /// Seconds between runs of the key-rotation job (EventBridge runs it every minute in AWS).
-    #[arg(long, env = "HANGAR_ROTATION_INTERVAL", default_value_t = 60)]
+    #[arg(long, env = "HANGAR_ROTATION_INTERVAL", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub rotation_interval: u64,
     /// Seconds a client has to send a request's line and headers.
-    #[arg(long, env = "HANGAR_HEADER_TIMEOUT", default_value_t = 10)]
+    #[arg(long, env = "HANGAR_HEADER_TIMEOUT", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3_600))]
     pub header_timeout: u64,
     /// Seconds a client has to send a request's whole body (an archive upload included).
-    #[arg(long, env = "HANGAR_BODY_TIMEOUT", default_value_t = 300)]
+    #[arg(long, env = "HANGAR_BODY_TIMEOUT", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub body_timeout: u64,
     /// With `--store dynamodb`: the SQS queue that receives the bucket's upload events, which
     /// dev-server polls to ingest uploads (`--init` creates it and points the bucket at it).
