@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hangar::blobs::{BlobError, BlobReader, BlobStore, Blobs, ObjectId};
+use hangar::config::Config;
 use hangar::store::ItemStore;
 use hangar_tests::{module_archive, targz, Entry, TestApp};
 use serde_json::json;
@@ -232,4 +233,45 @@ async fn an_upload_lands_apart_from_the_archive_that_is_served() {
     }
     assert_eq!(uploads(), 0, "the upload is removed once ingested");
     app.stop().await;
+}
+
+/// An upload stored when dev-server stopped, before its ingest ran (a crash, a Ctrl-C), is
+/// ingested at the next start: the version does not stay `pending` with its link spent.
+#[tokio::test]
+async fn an_upload_left_by_a_stop_before_its_ingest_is_ingested_at_the_next_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dev_server::start(hangar_tests::options(dir.path()), Config::default()).await.unwrap();
+    let admin = first.generated_admin_token.clone().expect("a generated admin token");
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: serde_json::Value| {
+        let request = client.post(format!("{}{path}", first.url)).bearer_auth(&admin);
+        request.header("Content-Type", "application/vnd.api+json").body(body.to_string()).send()
+    };
+    let org = json!({"data": {"type": "organizations", "attributes": {"name": "acme", "email": "a@b.io"}}});
+    assert_eq!(post("/api/v2/organizations", org).await.unwrap().status(), 201);
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
+    assert_eq!(post("/api/v2/organizations/acme/registry-modules", module).await.unwrap().status(), 201);
+    let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
+    let created: serde_json::Value = post(&format!("{VPC}/versions"), version).await.unwrap().json().await.unwrap();
+    let link = created["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
+    first.stop().await.unwrap();
+
+    // What the PUT had stored when the process died, before ingest ran.
+    let id = link.split('?').next().unwrap().rsplit('/').next().unwrap().to_owned();
+    std::fs::write(dir.path().join("uploads").join(&id), module_archive()).unwrap();
+
+    let second = dev_server::start(hangar_tests::options(dir.path()), Config::default()).await.unwrap();
+    let read = format!("{}{VPC}/version?module_version=1.0.0", second.url);
+    let mut status = serde_json::Value::Null;
+    for _ in 0..300 {
+        let reply: serde_json::Value =
+            client.get(&read).bearer_auth(&admin).send().await.unwrap().json().await.unwrap();
+        status = reply["data"]["attributes"]["status"].clone();
+        if status != "pending" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(status, "ok");
+    second.stop().await.unwrap();
 }

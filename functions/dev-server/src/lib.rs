@@ -129,6 +129,15 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     } else {
         None
     };
+    if queue.is_none() {
+        // Uploads a stop left stored but not ingested are ingested now, off the start.
+        let state = state.clone();
+        tokio::spawn(async move {
+            if let Err(e) = hangar::registry::ingest::resume(&state).await {
+                tracing::error!(error = %e, "uploads left by a stop were not ingested");
+            }
+        });
+    }
     let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
     let uploads = queue.map(|queue| tokio::spawn(queue.run(state.clone())));
     let router = routers::all(state);

@@ -173,6 +173,16 @@ impl BlobStore for LocalBlobs {
         }
     }
 
+    async fn unannounced_uploads(&self) -> Result<Vec<ObjectId>, BlobError> {
+        let mut entries = tokio::fs::read_dir(&self.uploads).await.map_err(BlobError::backend)?;
+        let mut ids = Vec::new();
+        // Partly written uploads (`.upload-…`, `.put-…`) are not ids, and are skipped.
+        while let Some(entry) = entries.next_entry().await.map_err(BlobError::backend)? {
+            ids.extend(entry.file_name().to_str().and_then(ObjectId::parse));
+        }
+        Ok(ids)
+    }
+
     async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         let temp = self.objects.join(format!(".copy-{to}-{}", crate::ids::random_token(8)));
         // Files are only ever replaced by a rename, never written in place, so a hard link is

@@ -124,6 +124,13 @@ pub trait BlobStore: Send + Sync + 'static {
     /// Streams the archive `id`.
     async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError>;
 
+    /// Uploads stored here that may not have been ingested yet, for a process that ingests its
+    /// own uploads to resume after a restart (dev-server's local links). A store whose uploads
+    /// are announced by events (S3) has none to offer: those events are delivered again.
+    async fn unannounced_uploads(&self) -> Result<Vec<ObjectId>, BlobError> {
+        Ok(Vec::new())
+    }
+
     /// Removes what `id` names, the archive and the upload alike (ids are random, so one id is
     /// only ever one of them); removing a missing object succeeds.
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError>;

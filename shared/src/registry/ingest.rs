@@ -109,6 +109,19 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
     Ok(outcome)
 }
 
+/// Ingests the uploads a restart may have left stored but not ingested (dev-server stopped in the
+/// middle of an ingest): each still waiting for its version is ingested, the others ignored.
+pub async fn resume(state: &AppState) -> Result<()> {
+    for object in state.blobs.unannounced_uploads().await? {
+        match object_created(state, &object).await {
+            Ok(IngestOutcome::Ignored) => {}
+            Ok(outcome) => tracing::info!(object = %object, outcome = ?outcome, "ingest resumed after a restart"),
+            Err(e) => tracing::error!(object = %object, error = %e, "resumed ingest failed"),
+        }
+    }
+    Ok(())
+}
+
 /// Settles the version waiting for `object` as failed, for a reason found before ingest could
 /// run (an archive the provider would not give).
 pub async fn fail(state: &AppState, object: &ObjectId, reason: &str) -> Result<()> {
