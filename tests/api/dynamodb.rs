@@ -42,13 +42,8 @@ async fn the_accounts_flow_works_on_dynamodb_and_s3() {
 #[tokio::test]
 async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
     let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
-    app.create_organization("acme").await;
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
-    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &app.admin_token, module).await.status, 201);
-    let vpc = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws";
-    let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
-    let created = app.post(&format!("{vpc}/versions"), &app.admin_token, version).await;
-    let upload = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
+    let vpc = vpc(&app).await;
+    let upload = upload_link(&app, vpc, "1.0.0").await;
     assert!(upload.contains("/upload/") && upload.contains("X-Amz-Signature"), "{upload}");
     assert_eq!(app.upload(&upload, module_archive()).await, 200);
     let version_path = format!("{vpc}/version?module_version=1.0.0");
@@ -68,19 +63,26 @@ async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
     app.stop().await;
 }
 
+/// The stack's two bootstrap secrets (site-admin, root service token) holding these values;
+/// their ARNs in that order.
+async fn bootstrap_secrets(secrets: &aws_sdk_secretsmanager::Client, admin: &str, root: &str) -> [String; 2] {
+    let suffix = hangar::ids::random_token(8);
+    let mut arns = [admin, root].map(|_| String::new());
+    for ((name, value), arn) in [("admin", admin), ("root", root)].into_iter().zip(&mut arns) {
+        let created =
+            secrets.create_secret().name(format!("hangar-{name}-{suffix}")).secret_string(value).send().await.unwrap();
+        *arn = created.arn().unwrap().to_owned();
+    }
+    arns
+}
+
 /// In AWS the bootstrap tokens come from the stack's Secrets Manager secrets, read at cold
 /// start by what every function's `main` calls.
 #[tokio::test]
 async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
     let Some(moto) = hangar_tests::moto_in_environment().await else { return };
     let secrets = aws_sdk_secretsmanager::Client::new(&moto.sdk);
-    let suffix = hangar::ids::random_token(8);
-    let mut arns = Vec::new();
-    for (name, value) in [("admin", "admin-from-secret"), ("root", "root-from-secret")] {
-        let created =
-            secrets.create_secret().name(format!("hangar-{name}-{suffix}")).secret_string(value).send().await.unwrap();
-        arns.push(created.arn().unwrap().to_owned());
-    }
+    let arns = bootstrap_secrets(&secrets, "admin-from-secret", "root-from-secret").await;
     let dir = tempfile::tempdir().unwrap();
     let state = hangar_tests::cold_start(&[
         ("HANGAR_DATA_DIR", dir.path().to_str().expect("a UTF-8 path")),
@@ -103,13 +105,7 @@ async fn a_cold_start_after_a_secret_update_replaces_the_bootstrap_tokens() {
     use hangar::broker::tokens;
     let Some(moto) = hangar_tests::moto_in_environment().await else { return };
     let secrets = aws_sdk_secretsmanager::Client::new(&moto.sdk);
-    let suffix = hangar::ids::random_token(8);
-    let mut arns = Vec::new();
-    for (name, value) in [("admin", "admin-before"), ("root", "root-before")] {
-        let created =
-            secrets.create_secret().name(format!("hangar-{name}-{suffix}")).secret_string(value).send().await.unwrap();
-        arns.push(created.arn().unwrap().to_owned());
-    }
+    let arns = bootstrap_secrets(&secrets, "admin-before", "root-before").await;
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().to_str().expect("a UTF-8 path");
     let broker = [
