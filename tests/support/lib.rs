@@ -1,6 +1,7 @@
 //! What every black-box test starts with: a dev-server on port 0 with a fresh data directory,
 //! its generated site-admin token, and helpers that speak JSON:API to it.
 
+pub mod aws_proxy;
 pub mod moto;
 
 use dev_server::{start, Options, Running, Store};
