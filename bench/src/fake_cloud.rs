@@ -5,7 +5,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use hangar::aws::{AccessKey, AccessKeyInfo, Cloud, CloudError, CloudSettings, IamUser, StsCredentials};
+use hangar::aws::{
+    AccessKey, AccessKeyInfo, Cloud, CloudError, CloudSettings, Deletion, GroupPolicies, IamUser, StsCredentials,
+    StsDuration,
+};
 use hangar::ids::random_token;
 
 #[derive(Default)]
@@ -23,6 +26,7 @@ pub fn settings_of_bench_mount() -> CloudSettings {
         iam_endpoint: None,
         sts_endpoint: None,
         max_retries: -1,
+        web_identity: None,
     }
 }
 
@@ -47,13 +51,14 @@ impl FakeCloud {
         }
     }
 
-    fn credentials(&self, arn: Option<String>) -> StsCredentials {
+    /// Credentials that live as long as asked, as STS grants them.
+    fn credentials(&self, arn: Option<String>, duration: StsDuration) -> StsCredentials {
         self.calls.fetch_add(1, Ordering::Relaxed);
         StsCredentials {
             access_key: format!("ASIA{}", random_token(16)),
             secret_key: random_token(40),
             session_token: random_token(64),
-            expiration: Some(chrono::Utc::now() + chrono::Duration::hours(1)),
+            expiration: Some(chrono::Utc::now() + chrono::Duration::seconds(duration.as_duration_seconds().into())),
             arn,
         }
     }
@@ -106,8 +111,13 @@ impl Cloud for FakeCloud {
         self.done()
     }
 
-    async fn delete_user(&self, _name: &str) -> Result<(), CloudError> {
-        self.done()
+    async fn delete_user(&self, _name: &str) -> Result<Deletion, CloudError> {
+        self.done().map(|()| Deletion::Deleted)
+    }
+
+    async fn group_policies(&self, _group: &str) -> Result<GroupPolicies, CloudError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Ok(GroupPolicies::default())
     }
 
     async fn assume_role(
@@ -116,9 +126,9 @@ impl Cloud for FakeCloud {
         session_name: &str,
         _policy: Option<&str>,
         _policy_arns: &[String],
-        _duration_secs: i32,
+        duration: StsDuration,
     ) -> Result<StsCredentials, CloudError> {
-        Ok(self.credentials(Some(format!("{role_arn}/{session_name}"))))
+        Ok(self.credentials(Some(format!("{role_arn}/{session_name}")), duration))
     }
 
     async fn get_federation_token(
@@ -126,17 +136,17 @@ impl Cloud for FakeCloud {
         name: &str,
         _policy: Option<&str>,
         _policy_arns: &[String],
-        _duration_secs: i32,
+        duration: StsDuration,
     ) -> Result<StsCredentials, CloudError> {
-        Ok(self.credentials(Some(format!("arn:aws:sts::123456789012:federated-user/{name}"))))
+        Ok(self.credentials(Some(format!("arn:aws:sts::123456789012:federated-user/{name}")), duration))
     }
 
     async fn get_session_token(
         &self,
-        _duration_secs: i32,
+        duration: StsDuration,
         _mfa_serial: Option<&str>,
         _mfa_code: Option<&str>,
     ) -> Result<StsCredentials, CloudError> {
-        Ok(self.credentials(None))
+        Ok(self.credentials(None, duration))
     }
 }

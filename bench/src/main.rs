@@ -1,6 +1,7 @@
 //! Hangar's benchmark harness. `bench/run` builds everything and runs `bench all`; each figure
 //! can also be run alone. Figures are printed as Markdown, for BENCHMARKS.md.
 
+mod agent_cost;
 mod api;
 mod cold;
 mod counting;
@@ -62,6 +63,8 @@ enum Figure {
     },
     /// Store items per request, at 100 and 10,000 modules.
     StoreCost,
+    /// Store calls of agent operations, at HANGAR_MAX_AGENTS 1 and 1,000,000.
+    AgentCost,
     /// Archive ingest against raw gunzip.
     Ingest,
     /// A rotation run with 10,000 static roles, 100 due.
@@ -81,6 +84,7 @@ async fn main() {
             cold::run(&bin_dir).await,
             warm::run(&bin_dir, &moto).await,
             store_cost::run().await,
+            agent_cost::run().await,
             ingest::run().await,
             rotation::run().await,
         ],
@@ -88,6 +92,7 @@ async fn main() {
         Figure::Cold { bin_dir } => vec![cold::run(&bin_dir).await],
         Figure::Warm { bin_dir, moto } => vec![warm::run(&bin_dir, &moto).await],
         Figure::StoreCost => vec![store_cost::run().await],
+        Figure::AgentCost => vec![agent_cost::run().await],
         Figure::Ingest => vec![ingest::run().await],
         Figure::Rotation => vec![rotation::run().await],
         Figure::IngestChild { archive } => return ingest::ingest_child(archive).await,

@@ -45,15 +45,28 @@ pub struct Config {
     pub max_agents: usize,
     /// How long an agent may stay silent before it is `unknown`.
     pub agent_ping_timeout: std::time::Duration,
+    /// How much longer an `unknown` agent may stay silent before it is `errored` and stops
+    /// counting against the live-agent limit (`HANGAR_AGENT_ERRORED_AFTER`).
+    pub agent_errored_after: std::time::Duration,
+    /// How long `errored` and `exited` agents are kept before they are pruned
+    /// (`HANGAR_AGENT_RETENTION`).
+    pub agent_retention: std::time::Duration,
     /// The broker's root token (stored hashed); dev-server generates one when unset.
     pub root_service_token: Option<String>,
     /// The KMS key sealing the broker's secrets; unset, a key file in the data directory does.
     pub kms_key_id: Option<String>,
+    /// The asymmetric KMS key (`ECC_NIST_P256`) signing the broker's workload identity tokens
+    /// (`HANGAR_IDENTITY_KMS_KEY_ID`); unset, dev-server signs with a key file in its data
+    /// directory and a deployed function offers no workload identity.
+    pub identity_kms_key_id: Option<String>,
     /// Networks VCS calls may reach besides the public Internet (`HANGAR_VCS_ALLOWED_NETWORKS`):
     /// none by default, so a connection cannot point Hangar at its own network.
     pub vcs_allowed_networks: AllowedNetworks,
     /// What the deployment lets the broker's roles ask of AWS (`HANGAR_BROKER_*`).
     pub broker_limits: BrokerLimits,
+    /// How old a write-ahead record of an IAM user must be before the scheduled job rolls the
+    /// user back (`HANGAR_BROKER_ROLLBACK_MIN_AGE`, Vault's 5 minutes by default).
+    pub broker_rollback_min_age: std::time::Duration,
 }
 
 /// What the deployment lets broker roles and static roles ask of AWS, besides what IAM itself
@@ -71,6 +84,9 @@ pub struct BrokerLimits {
     pub policy_arns: Option<Vec<String>>,
     /// `HANGAR_BROKER_ALLOWED_ROLE_ARNS`: the roles an `assumed_role` role may assume.
     pub role_arns: Option<Vec<String>>,
+    /// `HANGAR_BROKER_ALLOWED_GROUPS`: the IAM groups an `iam_user` role may add its users to,
+    /// by name (an entry ending in `*` matches a prefix).
+    pub groups: Option<Vec<String>>,
     /// `HANGAR_BROKER_STATIC_USERS`: the IAM users a static role may hold, each entry a user
     /// name or, starting with `/`, an IAM path whose users are allowed.
     pub static_users: Option<Vec<String>>,
@@ -109,18 +125,47 @@ fn iam_path(name: &'static str, raw: Option<String>) -> Result<Option<String>, C
     }
 }
 
-/// A comma-separated list of ARNs (each starting `arn:`), `none` for an empty list (nothing
-/// allowed), or `None` when unset.
-fn arns(name: &'static str, raw: Option<String>) -> Result<Option<Vec<String>>, ConfigError> {
+/// An allow-list: comma-separated entries each of which `valid` accepts (else the problem it
+/// names), `none` for an empty list (nothing allowed), or `None` when unset.
+fn allow_list(
+    name: &'static str,
+    raw: Option<String>,
+    valid: impl Fn(&str) -> Result<(), String>,
+) -> Result<Option<Vec<String>>, ConfigError> {
     let Some(raw) = raw else { return Ok(None) };
     if raw == "none" {
         return Ok(Some(Vec::new()));
     }
     let list: Vec<String> = raw.split(',').map(str::trim).filter(|e| !e.is_empty()).map(str::to_owned).collect();
-    match list.iter().find(|entry| !entry.starts_with("arn:")) {
-        Some(bad) => Err(ConfigError { name, problem: format!("`{bad}` is not an ARN (arn:…)") }),
+    match list.iter().find_map(|entry| valid(entry).err()) {
+        Some(problem) => Err(ConfigError { name, problem }),
         None => Ok(Some(list)),
     }
+}
+
+/// A list of ARNs (each starting `arn:`), as [`allow_list`] reads it.
+fn arns(name: &'static str, raw: Option<String>) -> Result<Option<Vec<String>>, ConfigError> {
+    allow_list(name, raw, |entry| match entry.starts_with("arn:") {
+        true => Ok(()),
+        false => Err(format!("`{entry}` is not an ARN (arn:…)")),
+    })
+}
+
+/// A list of IAM group names (1 to 128 letters, digits or `_+=,.@-`; a last `*` makes the
+/// entry a prefix), as [`allow_list`] reads it. A group named `none` cannot be listed alone.
+fn group_names(name: &'static str, raw: Option<String>) -> Result<Option<Vec<String>>, ConfigError> {
+    allow_list(name, raw, |entry| {
+        let group = entry.strip_suffix('*').unwrap_or(entry);
+        let valid = group.len() <= 128
+            && (!group.is_empty() || entry == "*")
+            && group.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+=.@-".contains(&b));
+        match valid {
+            true => Ok(()),
+            false => {
+                Err(format!("`{entry}` is not an IAM group name (letters, digits, _+=.@-; a last * for a prefix)"))
+            }
+        }
+    })
 }
 
 /// A comma-separated list of IAM user names and IAM paths (`/…/`), or `None` when unset.
@@ -190,10 +235,34 @@ mod range {
     pub const PUBLIC_REGISTRY_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=900;
     pub const PUBLIC_REGISTRY_MAX_BYTES: RangeInclusive<u64> = 1..=64 * MIB;
     pub const MAX_AGENT_POOLS: RangeInclusive<u64> = 0..=1_000_000;
-    /// A registration may try every live-agent slot of its organization, one write each.
-    pub const MAX_AGENTS: RangeInclusive<u64> = 0..=1000;
+    /// Held by one counter item, so any limit costs the same.
+    pub const MAX_AGENTS: RangeInclusive<u64> = 0..=1_000_000;
     /// A week.
     pub const AGENT_PING_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=7 * 24 * 3600;
+    /// A week, like the ping timeout.
+    pub const AGENT_ERRORED_AFTER_SECONDS: RangeInclusive<u64> = 1..=7 * 24 * 3600;
+    /// Up to 90 days.
+    pub const AGENT_RETENTION_SECONDS: RangeInclusive<u64> = 1..=90 * 24 * 3600;
+    /// Up to a day: a record waits at least a run of the job, at most a day.
+    pub const ROLLBACK_MIN_AGE_SECONDS: RangeInclusive<u64> = 1..=24 * 3600;
+}
+
+/// A duration setting written as humans write one (`5m`, `1s`, `1h 30m`), within `range`
+/// seconds.
+fn duration(
+    var: &Lookup,
+    name: &'static str,
+    default: std::time::Duration,
+    range: RangeInclusive<u64>,
+) -> Result<std::time::Duration, ConfigError> {
+    let Some(raw) = var(name) else { return Ok(default) };
+    let expected = format!("a duration from {}s to {}s, such as `5m` or `1s`", range.start(), range.end());
+    let parsed = humantime::parse_duration(&raw)
+        .map_err(|_| ConfigError { name, problem: format!("`{raw}` is not {expected}") })?;
+    if parsed.subsec_nanos() != 0 || !range.contains(&parsed.as_secs()) {
+        return Err(ConfigError { name, problem: format!("`{raw}` is out of range: {expected}") });
+    }
+    Ok(parsed)
 }
 
 impl Default for Config {
@@ -215,10 +284,18 @@ impl Default for Config {
             max_agent_pools: 1,
             max_agents: 1,
             agent_ping_timeout: std::time::Duration::from_secs(120),
+            // HCP's "Agent Capacity Usage" (developer.hashicorp.com/terraform/cloud-docs/agents/
+            // agent-pools): unknown agents that do not respond for 2 hours become errored.
+            agent_errored_after: std::time::Duration::from_secs(2 * 3600),
+            // HCP documents no period after which errored and exited agents leave the list
+            // (same page, "View Agent Statuses"); Hangar keeps them a day.
+            agent_retention: std::time::Duration::from_secs(24 * 3600),
             root_service_token: None,
             kms_key_id: None,
+            identity_kms_key_id: None,
             vcs_allowed_networks: AllowedNetworks::default(),
             broker_limits: BrokerLimits::default(),
+            broker_rollback_min_age: std::time::Duration::from_secs(300),
         }
     }
 }
@@ -310,8 +387,21 @@ impl Config {
                 defaults.agent_ping_timeout.as_secs(),
                 range::AGENT_PING_TIMEOUT_SECONDS,
             )?),
+            agent_errored_after: std::time::Duration::from_secs(number(
+                var,
+                "HANGAR_AGENT_ERRORED_AFTER",
+                defaults.agent_errored_after.as_secs(),
+                range::AGENT_ERRORED_AFTER_SECONDS,
+            )?),
+            agent_retention: std::time::Duration::from_secs(number(
+                var,
+                "HANGAR_AGENT_RETENTION",
+                defaults.agent_retention.as_secs(),
+                range::AGENT_RETENTION_SECONDS,
+            )?),
             root_service_token: var("HANGAR_ROOT_SERVICE_TOKEN"),
             kms_key_id: var("HANGAR_KMS_KEY_ID"),
+            identity_kms_key_id: var("HANGAR_IDENTITY_KMS_KEY_ID"),
             vcs_allowed_networks: networks("HANGAR_VCS_ALLOWED_NETWORKS", var("HANGAR_VCS_ALLOWED_NETWORKS"))?,
             broker_limits: BrokerLimits {
                 user_path: iam_path("HANGAR_BROKER_USER_PATH", var("HANGAR_BROKER_USER_PATH"))?,
@@ -322,8 +412,15 @@ impl Config {
                 .and_then(|list| list.into_iter().next()),
                 policy_arns: arns("HANGAR_BROKER_ALLOWED_POLICY_ARNS", var("HANGAR_BROKER_ALLOWED_POLICY_ARNS"))?,
                 role_arns: arns("HANGAR_BROKER_ALLOWED_ROLE_ARNS", var("HANGAR_BROKER_ALLOWED_ROLE_ARNS"))?,
+                groups: group_names("HANGAR_BROKER_ALLOWED_GROUPS", var("HANGAR_BROKER_ALLOWED_GROUPS"))?,
                 static_users: static_users("HANGAR_BROKER_STATIC_USERS", var("HANGAR_BROKER_STATIC_USERS"))?,
             },
+            broker_rollback_min_age: duration(
+                var,
+                "HANGAR_BROKER_ROLLBACK_MIN_AGE",
+                defaults.broker_rollback_min_age,
+                range::ROLLBACK_MIN_AGE_SECONDS,
+            )?,
         })
     }
 }
@@ -363,6 +460,8 @@ mod tests {
             (config.max_agent_pools as u64, range::MAX_AGENT_POOLS),
             (config.max_agents as u64, range::MAX_AGENTS),
             (config.agent_ping_timeout.as_secs(), range::AGENT_PING_TIMEOUT_SECONDS),
+            (config.agent_errored_after.as_secs(), range::AGENT_ERRORED_AFTER_SECONDS),
+            (config.agent_retention.as_secs(), range::AGENT_RETENTION_SECONDS),
         ] {
             assert!(range.contains(&value), "{value} in {range:?}");
         }
@@ -388,6 +487,7 @@ mod tests {
             "HANGAR_BROKER_ALLOWED_POLICY_ARNS" => Some("arn:aws:iam::1:policy/a, arn:aws:iam::1:policy/b-*".into()),
             "HANGAR_BROKER_STATIC_USERS" => Some("/static/,ci".into()),
             "HANGAR_BROKER_ALLOWED_ROLE_ARNS" => Some("none".into()),
+            "HANGAR_BROKER_ALLOWED_GROUPS" => Some("ops, ci-*".into()),
             _ => None,
         })
         .unwrap();
@@ -397,9 +497,18 @@ mod tests {
         assert!(!BrokerLimits::allows(&limits.policy_arns, "arn:aws:iam::1:policy/ab"));
         assert!(!BrokerLimits::allows(&limits.role_arns, "arn:aws:iam::1:role/anything"), "none allows none");
         assert!(BrokerLimits::allows(&None, "arn:aws:iam::1:role/anything"), "unset allows all");
+        assert!(BrokerLimits::allows(&limits.groups, "ops") && BrokerLimits::allows(&limits.groups, "ci-deploy"));
+        assert!(!BrokerLimits::allows(&limits.groups, "admins") && !BrokerLimits::allows(&limits.groups, "ops2"));
+        let none = Config::from_lookup(|n| (n == "HANGAR_BROKER_ALLOWED_GROUPS").then(|| "none".to_owned())).unwrap();
+        assert_eq!(none.broker_limits.groups, Some(Vec::new()), "none allows no group");
         assert!(limits.allows_static_user("x", Some("/static/team/")) && limits.allows_static_user("ci", None));
         assert!(!limits.allows_static_user("x", None));
-        for (name, bad) in [("HANGAR_BROKER_USER_PATH", "hangar"), ("HANGAR_BROKER_ALLOWED_ROLE_ARNS", "role/x")] {
+        for (name, bad) in [
+            ("HANGAR_BROKER_USER_PATH", "hangar"),
+            ("HANGAR_BROKER_ALLOWED_ROLE_ARNS", "role/x"),
+            ("HANGAR_BROKER_ALLOWED_GROUPS", "group/ops"),
+            ("HANGAR_BROKER_ALLOWED_GROUPS", "a*b"),
+        ] {
             let message = Config::from_lookup(|n| (n == name).then(|| bad.to_owned())).unwrap_err().to_string();
             assert!(message.starts_with(&format!("{name}: ")) && message.contains(bad), "{message}");
         }

@@ -74,17 +74,29 @@ pub struct SyncSummary {
     pub vcs_work: usize,
 }
 
-/// The broker's scheduled work: static-role keys that are due and expired leases. Nothing else
-/// runs with the broker's IAM powers.
+/// The broker's scheduled work: static-role keys that are due and expired leases (and, until
+/// it has finished once, rebinding the broker's format-1 sealed values). Nothing else runs with
+/// the broker's IAM powers.
 pub async fn rotation(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
     let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
     Ok(RotationSummary { rotated, revoked })
 }
 
 /// The registry's scheduled work: what publishing and webhooks recorded (repository syncs,
-/// archive fetches from tenant-controlled URLs).
+/// archive fetches from tenant-controlled URLs), after, until it has finished once, rebinding
+/// the registry's format-1 sealed values (a failure there is logged and retried next run).
 pub async fn vcs(state: &AppState) -> Result<SyncSummary, crate::lambda::Error> {
+    let now = chrono::Utc::now().timestamp();
+    if let Err(e) = crate::registry::publishing::reseal(state, now).await {
+        tracing::warn!(error = %e, "the registry's format-1 sealed values are not all rebound; retried next run");
+    }
     let fetched = crate::registry::publishing::run_pending(state, RunBounds::default()).await?;
+    // The agents' sweep rides this schedule (store work only): silent agents past the errored
+    // window give their live-agent slots back, and ended agents are pruned after retention.
+    match crate::agents::agents::sweep(state).await {
+        Ok(swept) => tracing::info!(errored = swept.errored, pruned = swept.pruned, "agent sweep"),
+        Err(e) => tracing::warn!(error = %e, "the agent sweep failed; retried next run"),
+    }
     Ok(SyncSummary { vcs_work: fetched })
 }
 

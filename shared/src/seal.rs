@@ -9,10 +9,12 @@
 //! can allow each function only the kinds it needs (`kms:EncryptionContext:kind`).
 //!
 //! Values sealed before contexts existed (format 1: one purpose, `hangar-broker-secret`, for
-//! everything) still open wherever they are read, so nothing already stored becomes unreadable;
-//! a record gets a bound value (format 2) the next time its secret is written (a `config/root`
-//! write, a root or static-role rotation, a new connection). The formats tell themselves apart:
-//! a local value by its first byte, a KMS value by the `v2:` prefix of the bound format.
+//! everything) still open wherever they are read, so nothing already stored becomes unreadable.
+//! Each family's scheduled job rewrites its own once ([`rebind`]: `key-rotation` the broker's,
+//! `registry-sync` the registry's, dev-server both at start) and records that it finished; from
+//! then on the deployment need not let any function open format 1 (template.yaml's
+//! `LegacySealedValues`). The formats tell themselves apart: a local value by its first byte, a
+//! KMS value by the `v2:` prefix of the bound format.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -153,14 +155,75 @@ pub trait Sealer: Send + Sync + 'static {
     /// format-1 value (sealed before contexts existed); anything else is [`SealError::Corrupt`].
     async fn unseal_for(&self, context: &SealContext, sealed: &str) -> Result<String, SealError>;
 
-    /// Encrypts a secret in format 1, bound to no record: only for the call sites not yet given
-    /// a context (the registry's webhook secrets); everything else uses [`Sealer::seal_for`].
+    /// Encrypts a secret in format 1, bound to no record, as values were sealed before contexts
+    /// existed: no call site stores one any more (tests plant them, to show they still open
+    /// and are rebound); everything uses [`Sealer::seal_for`].
     async fn seal(&self, plaintext: &str) -> Result<String, SealError>;
 
     /// Decrypts a format-1 value; a bound one is [`SealError::Corrupt`] here, as it names a
     /// context this call does not give.
     async fn unseal(&self, sealed: &str) -> Result<String, SealError>;
+
+    /// Whether `sealed` is in the bound format (format 2), from its form alone: false for a
+    /// format-1 value, and for anything this sealer cannot have produced.
+    fn is_bound(&self, sealed: &str) -> bool;
 }
+
+/// What [`rebind`] found a stored value to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rebound {
+    /// Bound already: nothing to do.
+    Bound,
+    /// A format-1 value, sealed again for its context: store this in its place.
+    Rewritten(String),
+    /// A value that opens nowhere (not this key's, damaged): left as it is, it gives nothing away.
+    Unreadable,
+}
+
+/// A format-1 value opened and sealed again for `context`, the record that holds it: what the
+/// reseal passes write in its place (on the condition that the record still holds `sealed`).
+pub async fn rebind(sealer: &dyn Sealer, context: &SealContext, sealed: &str) -> Result<Rebound, SealError> {
+    if sealer.is_bound(sealed) {
+        return Ok(Rebound::Bound);
+    }
+    match sealer.unseal(sealed).await {
+        Ok(plaintext) => Ok(Rebound::Rewritten(sealer.seal_for(context, &plaintext).await?)),
+        Err(SealError::Corrupt) => Ok(Rebound::Unreadable),
+        Err(other) => Err(other),
+    }
+}
+
+/// What one reseal pass over a family's records did. The pass has finished when nothing is
+/// `left`: then no format-1 value of the family remains that could still be opened.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Resealed {
+    /// Format-1 values rewritten bound to their records.
+    pub rewritten: usize,
+    /// Format-1 values that open nowhere, left as they are (logged by kind and record).
+    pub unreadable: usize,
+    /// Format-1 values still there: a concurrent change won, or the run's bound was reached.
+    pub left: usize,
+}
+
+impl Resealed {
+    pub fn finished(&self) -> bool {
+        self.left == 0
+    }
+
+    /// Counts one value's outcome: `written` tells whether its conditional write went through.
+    pub fn count(&mut self, outcome: &Rebound, written: bool) {
+        match (outcome, written) {
+            (Rebound::Bound, _) => {}
+            (Rebound::Unreadable, _) => self.unreadable += 1,
+            (Rebound::Rewritten(_), true) => self.rewritten += 1,
+            (Rebound::Rewritten(_), false) => self.left += 1,
+        }
+    }
+}
+
+/// Format-1 values a pass rewrites in one run at most (two KMS calls and a write each); the
+/// rest are left to the next run.
+pub const RESEAL_PER_RUN: usize = 500;
 
 /// A sealer shared by the handlers of a process.
 pub type SharedSealer = Arc<dyn Sealer>;
@@ -188,16 +251,23 @@ impl LocalSealer {
     /// exist. Its directory must exist. Blocks (up to about a second) when another process has
     /// just created the file and not yet written its key.
     pub fn open(key_file: &Path) -> Result<Self, SealError> {
-        let key = match create_key_file(key_file) {
-            Ok(key) => key,
-            Err(err) if err.kind() == ErrorKind::AlreadyExists => {
-                restrict_to_owner(key_file);
-                read_key_file(key_file)?
-            }
-            Err(err) => return Err(key_file_error(key_file, format!("cannot create: {err}"))),
-        };
+        let key = secret_key_file(key_file)?;
         let cipher = Aes256Gcm::new_from_slice(&key).map_err(|_| key_file_error(key_file, "bad key length"))?;
         Ok(Self { cipher, key_file: key_file.to_path_buf() })
+    }
+}
+
+/// The 32 random bytes in the key file `path`, created owner-only with new random bytes when it
+/// does not exist (another process creating it meanwhile is waited for): the local sealer's key,
+/// and the local identity signer's.
+pub fn secret_key_file(path: &Path) -> Result<[u8; KEY_LEN], SealError> {
+    match create_key_file(path) {
+        Ok(key) => Ok(key),
+        Err(err) if err.kind() == ErrorKind::AlreadyExists => {
+            restrict_to_owner(path);
+            read_key_file(path)
+        }
+        Err(err) => Err(key_file_error(path, format!("cannot create: {err}"))),
     }
 }
 
@@ -317,6 +387,10 @@ impl Sealer for LocalSealer {
     async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
         self.decrypt(None, sealed)
     }
+
+    fn is_bound(&self, sealed: &str) -> bool {
+        BASE64.decode(sealed).is_ok_and(|raw| raw.first() == Some(&LOCAL_FORMAT_V2))
+    }
 }
 
 /// KMS Encrypt/Decrypt with the key given by id, ARN or alias; output `v2:` and the base64 of
@@ -413,6 +487,10 @@ impl Sealer for KmsSealer {
 
     async fn unseal(&self, sealed: &str) -> Result<String, SealError> {
         self.decrypt(None, sealed).await
+    }
+
+    fn is_bound(&self, sealed: &str) -> bool {
+        sealed.starts_with(KMS_FORMAT_V2)
     }
 }
 
@@ -583,6 +661,26 @@ mod tests {
         for context in [SealContext::broker_root_key("m"), SealContext::static_role_key("m", "r")] {
             assert_eq!(sealer.unseal_for(&context, &before).await.unwrap(), "secret");
         }
+    }
+
+    #[tokio::test]
+    async fn rebind_seals_a_format_1_value_for_its_context_and_leaves_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let sealer = LocalSealer::open(&key_path(&dir)).unwrap();
+        let context = SealContext::webhook_secret("hook");
+        let legacy = sealer.seal("secret").await.unwrap();
+        assert!(!sealer.is_bound(&legacy));
+        let Rebound::Rewritten(bound) = rebind(&sealer, &context, &legacy).await.unwrap() else { panic!("rewritten") };
+        assert!(sealer.is_bound(&bound));
+        assert_eq!(sealer.unseal_for(&context, &bound).await.unwrap(), "secret");
+        assert!(matches!(sealer.unseal(&bound).await, Err(SealError::Corrupt)), "it no longer opens unbound");
+        assert_eq!(rebind(&sealer, &context, &bound).await.unwrap(), Rebound::Bound);
+        let other = LocalSealer::open(&dir.path().join("other.key")).unwrap();
+        let foreign = other.seal("secret").await.unwrap();
+        assert_eq!(rebind(&sealer, &context, &foreign).await.unwrap(), Rebound::Unreadable);
+        let mut tally = Resealed::default();
+        tally.count(&Rebound::Rewritten(bound.clone()), false);
+        assert!(!tally.finished(), "a value a concurrent change kept is left for the next run");
     }
 
     #[test]

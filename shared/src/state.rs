@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::aws::{CloudSettings, SharedCloud};
 use crate::blobs::{Blobs, DeployedBlobs, LocalBlobs, WithS3};
 use crate::config::{Config, StoreKind};
+use crate::identity::{KmsSigner, LocalSigner, SharedTokenSigner};
 use crate::seal::{KmsSealer, LocalSealer, SharedSealer};
 use crate::store::{DynamoStore, Store};
 
@@ -29,6 +30,9 @@ pub struct AppState {
     pub work: Arc<tokio::sync::Notify>,
     /// The broker's AWS clients, one per distinct root configuration, built on first use.
     pub clouds: Arc<tokio::sync::Mutex<Vec<(CloudSettings, SharedCloud)>>>,
+    /// Signs the broker's workload identity tokens: a KMS key in AWS, a key file locally;
+    /// `None` where no key is configured.
+    pub identity: Option<SharedTokenSigner>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +47,8 @@ pub enum BootError {
     Http(String),
     #[error("seal: {0}")]
     Seal(#[from] crate::seal::SealError),
+    #[error("identity: {0}")]
+    Identity(#[from] crate::identity::IdentityError),
     #[error("bootstrap tokens: {0}")]
     Bootstrap(String),
     #[error("HANGAR_STORE=sqlite: this build has no embedded store (a Lambda function); set HANGAR_STORE=dynamodb")]
@@ -88,9 +94,17 @@ impl AppState {
             }
             None => Arc::new(LocalSealer::open(&data_dir(&config)?.join("broker-seal.key"))?),
         };
+        let identity: Option<SharedTokenSigner> = match (&config.identity_kms_key_id, config.store) {
+            (Some(key_id), _) => {
+                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                Some(Arc::new(KmsSigner::new(aws_sdk_kms::Client::new(&sdk), key_id.clone())))
+            }
+            (None, StoreKind::Sqlite) => Some(Arc::new(LocalSigner::open(&data_dir(&config)?.join("identity.key"))?)),
+            (None, StoreKind::Dynamodb) => None,
+        };
         let work = Arc::new(tokio::sync::Notify::new());
         let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
-        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, vcs, sealer, work, clouds })
+        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, vcs, sealer, work, clouds, identity })
     }
 }
 

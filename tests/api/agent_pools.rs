@@ -864,12 +864,12 @@ async fn the_agent_lifecycle_from_idle_through_busy_and_silence_to_deletion() {
     let pools = app.get(POOLS, &owners).await;
     assert_eq!(pools.body["data"][0]["attributes"]["agent-count"], 1);
 
-    // An unknown agent no longer holds the live-agent slot.
-    let second_id = registered(&app, &secret, "second").await;
-    assert_eq!(agent_count(&app, &owners, &pool_id).await, 2);
+    // An unknown agent still holds the live-agent slot, until it is deleted.
+    assert_eq!(register(&app, &secret, "second").await.status, 409, "an unknown agent still counts");
     assert_eq!(app.delete(&first_path, &owners).await.status, 204, "an unknown agent can be deleted");
     assert_eq!(app.get(&first_path, &owners).await.status, 404);
     assert_eq!(app.delete(&first_path, &owners).await.status, 404);
+    let second_id = registered(&app, &secret, "second").await;
     assert_eq!(agent_count(&app, &owners, &pool_id).await, 1);
 
     let exited = report(&app, &secret, &second_id, "exited").await;
@@ -1037,7 +1037,7 @@ async fn agents_are_listed_by_page_and_filtered_by_last_ping() {
 // ---------------------------------------------------------------------------------------------
 
 #[tokio::test]
-async fn deleting_a_pool_removes_its_tokens_and_agents_and_detaches_its_workspaces() {
+async fn deleting_a_pool_its_workspaces_left_removes_its_tokens_and_agents() {
     let (app, owners) = acme().await;
     let pool_id = new_pool(&app, &owners, pool("builders")).await;
     let pool_path = format!("/api/v2/agent-pools/{pool_id}");
@@ -1046,6 +1046,9 @@ async fn deleting_a_pool_removes_its_tokens_and_agents_and_detaches_its_workspac
     let web = new_workspace(&app, &owners, "acme", "web").await;
     let attached = app.patch(&format!("/api/v2/workspaces/{web}"), &owners, agent_mode(Some(&pool_id))).await;
     assert_eq!(attached.status, 200, "{:?}", attached.body);
+    // A pool that workspaces run on cannot be deleted (tests/api/agent_pool_rules.rs).
+    let remote = json!({"data": {"type": "workspaces", "attributes": {"execution-mode": "remote"}}});
+    assert_eq!(app.patch(&format!("/api/v2/workspaces/{web}"), &owners, remote).await.status, 200);
 
     let deleted = app.delete(&pool_path, &owners).await;
     assert_eq!(deleted.status, 204, "{:?}", deleted.body);

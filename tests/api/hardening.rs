@@ -178,7 +178,7 @@ async fn an_id_of_another_kind_is_a_404_on_every_id_route() {
     }
     let status = |id: &str| format!("/api/agent/agents/{id}/status");
     let path = format!("/api/v2/agent-pools/{}/authentication-tokens", ids.pool);
-    let token = app.post(&path, &owners, body("authentication-tokens", json!({}))).await;
+    let token = app.post(&path, &owners, body("authentication-tokens", json!({"description": "ci"}))).await;
     let secret = token.body["data"]["attributes"]["token"].as_str().expect("a secret").to_owned();
     for id in foreign(&ids.agent) {
         let reply = app.request(Method::PUT, &status(&id), Some(&secret), Some(json!({"status": "idle"}))).await;
@@ -288,7 +288,7 @@ async fn a_path_segment_that_is_not_utf8_is_refused_in_each_familys_format() {
     let pool = app.post("/api/v2/organizations/acme/agent-pools", &owners, body("agent-pools", json!({"name": "p"})));
     let pool = created_id(&pool.await);
     let path = format!("/api/v2/agent-pools/{pool}/authentication-tokens");
-    let token = app.post(&path, &owners, body("authentication-tokens", json!({}))).await;
+    let token = app.post(&path, &owners, body("authentication-tokens", json!({"description": "ci"}))).await;
     let agent = token.body["data"]["attributes"]["token"].as_str().expect("a secret").to_owned();
     for (method, path, token) in [
         (Method::GET, "/api/v2/teams/%FF", &owners),
@@ -338,7 +338,7 @@ async fn a_malformed_json_body_is_refused_in_each_familys_format() {
     let pool = app.post("/api/v2/organizations/acme/agent-pools", &owners, body("agent-pools", json!({"name": "p"})));
     let pool = created_id(&pool.await);
     let path = format!("/api/v2/agent-pools/{pool}/authentication-tokens");
-    let token = app.post(&path, &owners, body("authentication-tokens", json!({}))).await;
+    let token = app.post(&path, &owners, body("authentication-tokens", json!({"description": "ci"}))).await;
     let secret = token.body["data"]["attributes"]["token"].as_str().expect("a secret").to_owned();
     let send = |method: Method, path: &str, token: &str, content_type: &str| {
         let request = app.client.request(method, format!("{}{path}", app.url));

@@ -3,6 +3,8 @@
 //! environment variables, does it through a fixture of `hangar_tests` that makes it safe).
 
 mod accounts;
+mod agent_capacity;
+mod agent_pool_rules;
 mod agent_pools;
 mod bootstrap;
 mod broker;
@@ -12,8 +14,11 @@ mod events;
 mod hardening;
 mod oauth_clients;
 mod registry;
+mod registry_metadata;
 mod registry_protocol;
 mod registry_proxy;
+mod reseal;
+mod round_trips;
 mod template;
 mod uploads;
 mod vcs_publishing;

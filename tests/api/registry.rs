@@ -129,11 +129,16 @@ async fn public_modules_are_curated_records_without_versions() {
 
     let version_reply = app.post(&format!("{public}/versions"), &owners, version("1.0.0")).await;
     assert_eq!(version_reply.status, 403, "versions of a public module");
+    let patch = json!({"data": {"type": "registry-modules", "attributes": {"no-code": true}}});
+    let patched = app.patch(public, &owners, patch.clone()).await;
+    assert_eq!(patched.status, 403, "a curated module exists but has no settings: {:?}", patched.body);
+    assert_eq!(patched.body["errors"][0]["detail"], "Public modules have no settings to update.");
     assert_eq!(app.delete(&format!("{public}/1.0.0"), &owners).await.status, 404);
     assert_eq!(app.delete(public, &owners).await.status, 404, "only the by-name form deletes a public module");
     let by_name = "/api/v2/organizations/acme/registry-modules/public/terraform-aws-modules/vpc";
     assert_eq!(app.delete(by_name, &owners).await.status, 204);
     assert_eq!(app.get(public, &owners).await.status, 404);
+    assert_eq!(app.patch(public, &owners, patch).await.status, 404, "a module that is not there");
 }
 
 #[tokio::test]

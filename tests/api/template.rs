@@ -113,10 +113,12 @@ fn no_iam_write_or_sts_action_is_allowed_on_every_resource() {
             }
         }
     }
-    // The one `Resource: "*"` left is the key policy's own (a key policy's resource is the key).
+    // The `Resource: "*"` left are the key policies' own (a key policy's resource is the key).
     let everywhere = TEMPLATE.matches("Resource: \"*\"").count();
-    assert_eq!(everywhere, resource("SealingKey").matches("Resource: \"*\"").count(), "Resource \"*\" elsewhere");
-    for parameter in ["BrokerAllowedPolicyArns", "BrokerAllowedRoleArns", "BrokerIamResources"] {
+    let in_key_policies: usize =
+        ["SealingKey", "IdentityKey"].iter().map(|key| resource(key).matches("Resource: \"*\"").count()).sum();
+    assert_eq!(everywhere, in_key_policies, "Resource \"*\" elsewhere");
+    for parameter in ["BrokerAllowedPolicyArns", "BrokerAllowedRoleArns", "BrokerAllowedGroups", "BrokerIamResources"] {
         assert!(resource(parameter).contains("Default: \"\"\n"), "{parameter} allows nothing extra by default");
     }
 }
@@ -151,6 +153,7 @@ fn the_broker_creates_and_grants_users_only_with_the_permissions_boundary() {
         "HANGAR_BROKER_PERMISSIONS_BOUNDARY: !If [BrokerCreatesUsers, !Ref BrokerPermissionsBoundaryArn",
         "HANGAR_BROKER_ALLOWED_POLICY_ARNS: !If [BrokerAttachesPolicies",
         "HANGAR_BROKER_ALLOWED_ROLE_ARNS: !If [BrokerAssumesRoles",
+        "HANGAR_BROKER_ALLOWED_GROUPS: !If [BrokerAddsToGroups, !Join [\",\", !Ref BrokerAllowedGroups], none]",
         "HANGAR_BROKER_STATIC_USERS: !Ref BrokerStaticUserPath",
     ] {
         assert!(TEMPLATE.contains(variable), "{variable}");
@@ -198,7 +201,13 @@ fn broker_partitions() -> Vec<String> {
         keys::service_token_accessor("a").pk,
     ];
     partitions.extend(
-        [keys::STATIC_ROLE_SCHEDULE, keys::LEASE_EXPIRY_SCHEDULE, keys::TOKEN_REVOCATION_SCHEDULE].map(String::from),
+        [
+            keys::STATIC_ROLE_SCHEDULE,
+            keys::USER_INTENT_SCHEDULE,
+            keys::LEASE_EXPIRY_SCHEDULE,
+            keys::TOKEN_REVOCATION_SCHEDULE,
+        ]
+        .map(String::from),
     );
     partitions
 }
@@ -233,19 +242,16 @@ fn each_function_opens_only_its_own_kinds_of_secret() {
     let kinds = |name: &str| -> Vec<String> {
         statements(resource(name))
             .into_iter()
-            .filter(|statement| actions_of(statement).contains("kms:"))
+            .filter(|statement| ["kms:Encrypt", "kms:Decrypt"].iter().any(|a| actions_of(statement).contains(a)))
             .map(|statement| {
-                let condition = statement.split("StringEquals:").nth(1).expect("every KMS grant has a condition");
+                let condition = statement.split("StringEquals:").nth(1).expect("every sealing grant has a condition");
                 condition.lines().next().unwrap().trim().to_owned()
             })
             .collect()
     };
-    let broker = [
-        "{ \"kms:EncryptionContext:kind\": [broker-root-key, broker-static-role-key] }",
-        "{ \"kms:EncryptionContext:purpose\": hangar-broker-secret }",
-    ];
-    assert_eq!(kinds("CredentialBrokerFunction"), broker);
-    assert_eq!(kinds("KeyRotationFunction"), broker);
+    let broker = "{ \"kms:EncryptionContext:kind\": [broker-root-key, broker-static-role-key] }";
+    assert_eq!(kinds("CredentialBrokerFunction"), [broker]);
+    assert_eq!(kinds("KeyRotationFunction"), [broker, LEGACY]);
     for name in ["AccountsFunction", "RegistryApiFunction", "RegistrySyncFunction"] {
         assert!(
             kinds(name).iter().all(|k| !k.contains("broker-root-key") && !k.contains("broker-static-role-key")),
@@ -255,5 +261,126 @@ fn each_function_opens_only_its_own_kinds_of_secret() {
     }
     for name in ["RegistryProtocolFunction", "RegistryIngestFunction", "AgentPoolsFunction", "AgentGatewayFunction"] {
         assert!(kinds(name).is_empty(), "{name} uses no KMS: {:?}", kinds(name));
+    }
+}
+
+/// The KMS condition of values sealed before records were bound, which opens any kind.
+const LEGACY: &str = "{ \"kms:EncryptionContext:purpose\": hangar-broker-secret }";
+
+#[test]
+fn only_the_scheduled_functions_open_legacy_sealed_values_and_only_while_readable() {
+    for (function, name) in FUNCTION_RESOURCES {
+        let text = resource(name);
+        let legacy: Vec<&str> = statements(text).into_iter().filter(|s| s.contains(LEGACY)).collect();
+        if !matches!(function, "key-rotation" | "registry-sync") {
+            assert!(legacy.is_empty(), "{name} may open legacy values: {legacy:?}");
+            continue;
+        }
+        assert_eq!(legacy.len(), 1, "{name}: {legacy:?}");
+        assert!(actions_of(legacy[0]).contains("Action: kms:Decrypt\n"), "{name}: {}", legacy[0]);
+        let at = text.find(LEGACY).unwrap();
+        let grant = &text[text[..at].rfind("- !If").expect("the grant is conditional")..at];
+        assert!(grant.starts_with("- !If\n              - LegacyReadable\n"), "{name}: {grant}");
+    }
+    let parameter = resource("LegacySealedValues");
+    assert!(parameter.contains("Default: Readable\n") && parameter.contains("AllowedValues: [Readable, Resealed]"));
+    assert!(TEMPLATE.contains("LegacyReadable: !Equals [!Ref LegacySealedValues, Readable]"));
+}
+
+#[test]
+fn group_memberships_only_for_the_allowed_groups_under_the_user_path() {
+    let group_actions = ["iam:AddUserToGroup", "iam:RemoveUserFromGroup"];
+    let mut allowed = Vec::new();
+    for (_, name) in FUNCTION_RESOURCES {
+        let text = resource(name);
+        let mut denied = false;
+        for statement in statements(text) {
+            let actions = actions_of(statement);
+            if !group_actions.iter().any(|action| actions.contains(action)) {
+                continue;
+            }
+            if statement.starts_with("Deny") {
+                let outside =
+                    "NotResource: !Sub \"arn:${AWS::Partition}:iam::${AWS::AccountId}:group${BrokerUserPath}*\"";
+                assert!(statement.contains(outside), "{name}: {statement}");
+                denied = true;
+                continue;
+            }
+            assert!(statement.contains("!Ref BrokerAllowedGroups]"), "{name}: any group: {statement}");
+            assert!(!statement.contains("BrokerIamResources") && !statement.contains("group${"), "{statement}");
+            allowed.push(name);
+        }
+        let conditional = text.matches("- BrokerAddsToGroups\n              - Effect: Allow\n").count();
+        assert_eq!(conditional, allowed.iter().filter(|n| **n == name).count(), "{name}: only with the parameter");
+        assert_eq!(denied, allowed.contains(&name), "{name}: a Deny keeps its groups under BrokerUserPath");
+    }
+    assert_eq!(allowed, ["CredentialBrokerFunction", "KeyRotationFunction"]);
+    assert!(TEMPLATE.contains("BrokerAddsToGroups: !And\n    - !Condition BrokerCreatesUsers\n"));
+    assert!(!TEMPLATE.contains(":group${BrokerUserPath}*\"\n                  -"), "no group in the users' resources");
+}
+
+#[test]
+fn the_sealing_key_refuses_encrypt_and_decrypt_without_an_encryption_context() {
+    let key = resource("SealingKey");
+    let deny = statements(key).into_iter().find(|s| s.starts_with("Deny")).expect("a Deny in the key policy");
+    assert!(deny.contains("Principal: \"*\""), "whoever asks: {deny}");
+    assert!(deny.contains("Action: [kms:Encrypt, kms:Decrypt]\n"), "only the data-key uses: {deny}");
+    assert!(deny.contains("\"Null\": { \"kms:EncryptionContextKeys\": \"true\" }"), "{deny}");
+    // The account's administration of the key (policy, rotation, deletion) is not denied.
+    let admin = statements(key).into_iter().find(|s| s.contains("AWS::AccountId}:root")).expect("the account");
+    assert!(admin.starts_with("Allow") && admin.contains("Action: kms:*\n"), "{admin}");
+    for management in ["kms:*", "kms:Put", "kms:Schedule", "kms:Enable", "kms:Disable", "kms:Create"] {
+        assert!(!actions_of(deny).contains(management), "{management} is not denied: {deny}");
+    }
+}
+
+// ----- the broker's AWS work (issue 18) -----
+
+/// What IAM makes one remove before it deletes a user: revocation and rollback delete it all.
+const USER_DELETION: [&str; 15] = [
+    "iam:ListAccessKeys",
+    "iam:DeleteAccessKey",
+    "iam:ListUserPolicies",
+    "iam:DeleteUserPolicy",
+    "iam:ListAttachedUserPolicies",
+    "iam:DetachUserPolicy",
+    "iam:ListGroupsForUser",
+    "iam:DeleteLoginProfile",
+    "iam:ListMFADevices",
+    "iam:DeactivateMFADevice",
+    "iam:ListSSHPublicKeys",
+    "iam:DeleteSSHPublicKey",
+    "iam:ListSigningCertificates",
+    "iam:DeleteSigningCertificate",
+    "iam:DeleteServiceSpecificCredential",
+];
+
+#[test]
+fn the_brokers_functions_may_delete_everything_a_user_holds() {
+    for name in ["CredentialBrokerFunction", "KeyRotationFunction"] {
+        let allowed: String = statements(resource(name))
+            .into_iter()
+            .filter(|statement| statement.starts_with("Allow"))
+            .map(actions_of)
+            .collect();
+        for action in USER_DELETION.iter().chain(&["iam:ListServiceSpecificCredentials", "iam:DeleteUser"]) {
+            assert!(allowed.contains(action), "{name} lacks {action}");
+        }
+    }
+}
+
+#[test]
+fn only_the_brokers_functions_sign_identity_tokens_with_an_enterprise_p256_key() {
+    let key = resource("IdentityKey");
+    for line in ["Condition: Enterprise", "KeySpec: ECC_NIST_P256", "KeyUsage: SIGN_VERIFY"] {
+        assert!(key.contains(line), "{line}: {key}");
+    }
+    for (_, name) in FUNCTION_RESOURCES {
+        let signs = resource(name).contains("kms:Sign");
+        let broker = matches!(name, "CredentialBrokerFunction" | "KeyRotationFunction");
+        assert_eq!(signs, broker, "{name}");
+        if broker {
+            assert!(resource(name).contains("HANGAR_IDENTITY_KMS_KEY_ID: !If [Enterprise"), "{name}");
+        }
     }
 }

@@ -1,7 +1,10 @@
 """Starts a dev-server binary (path in HANGAR_DEV_SERVER, built by tests/run) on a free port
-with a fresh data directory, and hands tests its URL and site-admin token."""
+with a fresh data directory, and hands tests its URL and site-admin token; for the credential
+broker's clients (hvac, the bao CLI), its URL and a root token known in advance (set with
+HANGAR_ROOT_SERVICE_TOKEN), and the AWS emulator's endpoint."""
 
 import os
+import secrets
 import signal
 import subprocess
 import tempfile
@@ -87,3 +90,48 @@ def settled():
             time.sleep(0.1)
 
     return wait
+
+
+@pytest.fixture
+def moto_endpoint():
+    endpoint = os.environ.get("HANGAR_TEST_MOTO_ENDPOINT")
+    if not endpoint:
+        if os.environ.get("CI") == "true":
+            pytest.fail("the AWS emulator is required under CI: set HANGAR_TEST_MOTO_ENDPOINT (tests/run does)")
+        pytest.skip("HANGAR_TEST_MOTO_ENDPOINT is not set (run tests/run to start moto)")
+    return endpoint
+
+
+@pytest.fixture
+def broker():
+    """dev-server with a fresh data directory and a known broker root token: (url, token)."""
+    binary = os.environ.get("HANGAR_DEV_SERVER")
+    if not binary:
+        pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
+    token = "hvs." + secrets.token_urlsafe(18)
+    with tempfile.TemporaryDirectory() as data_dir:
+        process = subprocess.Popen(
+            [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+            env={**os.environ, "RUST_LOG": "warn", "HANGAR_ROOT_SERVICE_TOKEN": token},
+        )
+        url = None
+        timer = threading.Timer(30, process.kill)
+        timer.start()
+        try:
+            for line in process.stdout:
+                if line.startswith("Hangar is listening on "):
+                    url = line.rsplit(" ", 1)[-1].strip()
+                    break
+        finally:
+            timer.cancel()
+        if not url:
+            process.kill()
+            raise RuntimeError("dev-server did not start (no address printed)")
+        try:
+            yield url, token
+        finally:
+            process.send_signal(signal.SIGTERM)
+            process.wait(timeout=15)

@@ -1,15 +1,10 @@
 """hvac, the Python Vault client, against the credential broker of the dev-server binary: the
 AWS secrets engine's root and lease configuration, roles, credentials through creds/ and sts/,
 lease revocation (the IAM user is gone from the AWS emulator afterwards), and ACL policies and
-tokens. The broker's root token is set with HANGAR_ROOT_SERVICE_TOKEN, so the test knows it."""
+tokens. The `broker` and `moto_endpoint` fixtures are conftest.py's."""
 
 import json
-import os
 import secrets
-import signal
-import subprocess
-import tempfile
-import threading
 
 import boto3
 import hvac
@@ -22,51 +17,6 @@ POLICY = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}],
 }
-
-
-@pytest.fixture
-def moto_endpoint():
-    endpoint = os.environ.get("HANGAR_TEST_MOTO_ENDPOINT")
-    if not endpoint:
-        if os.environ.get("CI") == "true":
-            pytest.fail("the AWS emulator is required under CI: set HANGAR_TEST_MOTO_ENDPOINT (tests/run does)")
-        pytest.skip("HANGAR_TEST_MOTO_ENDPOINT is not set (run tests/run to start moto)")
-    return endpoint
-
-
-@pytest.fixture
-def broker():
-    """dev-server with a fresh data directory and a known broker root token: (url, token)."""
-    binary = os.environ.get("HANGAR_DEV_SERVER")
-    if not binary:
-        pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
-    token = "hvs." + secrets.token_urlsafe(18)
-    with tempfile.TemporaryDirectory() as data_dir:
-        process = subprocess.Popen(
-            [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "RUST_LOG": "warn", "HANGAR_ROOT_SERVICE_TOKEN": token},
-        )
-        url = None
-        timer = threading.Timer(30, process.kill)
-        timer.start()
-        try:
-            for line in process.stdout:
-                if line.startswith("Hangar is listening on "):
-                    url = line.rsplit(" ", 1)[-1].strip()
-                    break
-        finally:
-            timer.cancel()
-        if not url:
-            process.kill()
-            raise RuntimeError("dev-server did not start (no address printed)")
-        try:
-            yield url, token
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=15)
 
 
 def iam_client(endpoint):

@@ -2,6 +2,7 @@
 //! its generated site-admin token, and helpers that speak JSON:API to it.
 
 pub mod aws_proxy;
+pub mod counting;
 pub mod moto;
 
 use dev_server::{start, Options, Running, Store};

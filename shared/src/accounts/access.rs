@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{AccountsError, Result};
-use crate::auth::{Permission, Principal};
-use crate::store::{keys, Condition, ItemStore, UpdateOp, Write};
+use crate::auth::{NameRead, Permission, Principal};
+use crate::store::{keys, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 /// Attribute of the organization item that is true until deletion starts; every write that
 /// adds to the organization checks it, so nothing is created inside a vanishing organization.
@@ -60,10 +60,7 @@ pub fn still_active(org_id: &str) -> Write {
 }
 
 pub(super) async fn by_id(store: &dyn ItemStore, org_id: &str) -> Result<Option<Organization>> {
-    match store.get(&keys::organization(org_id)).await? {
-        Some(item) if item.attrs.get(ACTIVE) == Some(&Value::Bool(true)) => Ok(Some(item.parse()?)),
-        _ => Ok(None),
-    }
+    active(store.get(&keys::organization(org_id)).await?)
 }
 
 /// The organization with this name, if the principal may see it; else `NotFound`.
@@ -80,10 +77,114 @@ pub async fn authorized(
     name: &str,
     permission: Permission,
 ) -> Result<Organization> {
-    let org_id = own_id(store, name).await?.ok_or(AccountsError::NotFound)?;
-    let org = by_id(store, &org_id).await?.ok_or(AccountsError::NotFound)?;
+    let located = locate(store, principal, name, None).await?;
+    Ok(authorized_at(store, principal, name, &located, permission, &[]).await?.0)
+}
+
+/// Where an organization named in a path is, before it is read: a team token's item names its
+/// organization, so a team's is known without a read (and proven by the name marker read in the
+/// same batch as the organization, see [`authorized_at`]); the site admin's names none, so its
+/// takes a read of the name marker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Located {
+    /// The principal's own organization: to be checked against the name marker.
+    Own(String),
+    /// Read from the name marker.
+    Named(String),
+}
+
+impl Located {
+    pub fn org_id(&self) -> &str {
+        match self {
+            Located::Own(id) | Located::Named(id) => id,
+        }
+    }
+}
+
+/// Finds where the organization called `name` is for this principal: no read when its name
+/// marker was read with the token (`read`, see [`crate::auth::Scoped`]) or for a team, else one.
+pub async fn locate(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    name: &str,
+    read: Option<&NameRead>,
+) -> Result<Located> {
+    if let Some(read) = read.filter(|read| read.name == name) {
+        let marker = read.marker.as_ref().ok_or(AccountsError::NotFound)?.parse::<NameMarker>()?;
+        return Ok(Located::Named(marker.org_id));
+    }
+    match principal.org_id() {
+        Some(org_id) => Ok(Located::Own(org_id.to_owned())),
+        None => Ok(Located::Named(own_id(store, name).await?.ok_or(AccountsError::NotFound)?)),
+    }
+}
+
+/// The organization called `name` where [`locate`] found it, if the principal holds `permission`
+/// in it, and the items at `also` (keys in its partition), all read in one BatchGetItem. Answers
+/// as [`authorized`] does: a marker naming another organization than the token's is `NotFound`.
+pub async fn authorized_at(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    name: &str,
+    located: &Located,
+    permission: Permission,
+    also: &[Key],
+) -> Result<(Organization, Vec<Option<Item>>)> {
+    let org_id = located.org_id();
+    let mut wanted = vec![keys::organization(org_id)];
+    if matches!(located, Located::Own(_)) {
+        wanted.push(keys::organization_name(name));
+    }
+    wanted.extend_from_slice(also);
+    let mut found = store.get_many(&wanted).await?.into_iter();
+    let org = active(found.next().flatten())?;
+    if let Located::Own(_) = located {
+        let marker = found.next().flatten().map(|item| item.parse::<NameMarker>()).transpose()?;
+        if marker.is_none_or(|marker| marker.org_id != org_id) {
+            return Err(AccountsError::NotFound);
+        }
+    }
+    let org = org.ok_or(AccountsError::NotFound)?;
     require(principal, &org.id, permission)?;
-    Ok(org)
+    Ok((org, found.collect()))
+}
+
+/// The checks, for a transaction that must hold only where a read at `located` would find the
+/// organization called `name` (one that counts a download, say): that it is not being deleted
+/// and, where the name marker was not read already, that the name is still its own.
+pub fn still_there(name: &str, located: &Located) -> Vec<Write> {
+    let org_id = located.org_id();
+    let mut checks = vec![Write::Check { key: keys::organization(org_id), condition: Condition::equals(ACTIVE, true) }];
+    if let Located::Own(_) = located {
+        let condition = Condition::equals("org_id", org_id);
+        checks.push(Write::Check { key: keys::organization_name(name), condition });
+    }
+    checks
+}
+
+/// The organization with this id and the items at `also`, read in one BatchGetItem, if the
+/// principal holds `permission` in it: for resources reached by their own id whose organization
+/// is known before the read (a team's own).
+pub async fn by_id_with(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_id: &str,
+    permission: Permission,
+    also: &[Key],
+) -> Result<(Organization, Vec<Option<Item>>)> {
+    require(principal, org_id, permission)?;
+    let mut wanted = vec![keys::organization(org_id)];
+    wanted.extend_from_slice(also);
+    let mut found = store.get_many(&wanted).await?;
+    let org = active(found.remove(0))?.ok_or(AccountsError::NotFound)?;
+    Ok((org, found))
+}
+
+fn active(item: Option<Item>) -> Result<Option<Organization>> {
+    match item {
+        Some(item) if item.attrs.get(ACTIVE) == Some(&Value::Bool(true)) => Ok(Some(item.parse()?)),
+        _ => Ok(None),
+    }
 }
 
 /// Checks a permission in an organization the principal is known to see.

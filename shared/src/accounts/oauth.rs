@@ -17,9 +17,9 @@ use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
 use crate::ids::{new_id, Kind};
-use crate::seal::SealContext;
+use crate::seal::{self, Rebound, Resealed, SealContext};
 use crate::state::AppState;
-use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, Write};
+use crate::store::{keys, parse_all, pointer, query_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
 use crate::vcs::{self, AllowedNetworks, UrlProblem};
 
 /// Counter of VCS connections kept on the organization item, for list totals.
@@ -329,6 +329,43 @@ pub async fn token_for(state: &AppState, org_id: &str, oauth_token_id: &str) -> 
         api_url: client.api_url,
         token: state.sealer.unseal_for(&SealContext::oauth_token(oauth_token_id), &token.sealed_token).await?,
     }))
+}
+
+/// Rebinds the organization's OAuth tokens whose credential is still sealed in format 1 (before
+/// contexts existed) to their ids, stopping once `tally` has rewritten `limit`. Each write is
+/// conditional on the sealed value being unchanged; a value that opens nowhere is left, logged
+/// by its token's id.
+pub async fn reseal_tokens(state: &AppState, org_id: &str, limit: usize, tally: &mut Resealed) -> Result<()> {
+    const SEALED: &str = "sealed_token";
+    for item in query_all(state.store.as_ref(), keys::oauth_tokens(org_id)).await? {
+        let (Some(id), Some(sealed)) =
+            (item.attrs.get("id").and_then(Value::as_str), item.attrs.get(SEALED).and_then(Value::as_str))
+        else {
+            continue;
+        };
+        if tally.rewritten >= limit {
+            tally.left += 1;
+            continue;
+        }
+        let outcome = seal::rebind(state.sealer.as_ref(), &SealContext::oauth_token(id), sealed).await?;
+        let written = match &outcome {
+            Rebound::Rewritten(bound) => {
+                let ops = vec![UpdateOp::set(SEALED, bound.as_str())];
+                match state.store.update(&item.key, ops, Condition::equals(SEALED, sealed)).await {
+                    Ok(_) => true,
+                    Err(e) if e.is_condition_failed() => false,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            Rebound::Unreadable => {
+                tracing::warn!(oauth_token = id, "a format-1 sealed credential opens with no key here; left as it is");
+                false
+            }
+            Rebound::Bound => false,
+        };
+        tally.count(&outcome, written);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -88,9 +88,13 @@ pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
 }
 
-/// The caller as HCP Terraform describes a token's user: a service account for team tokens.
-pub fn user(principal: &Principal) -> Resource {
-    let (id, username) = match principal {
+/// The id of the user a principal acts as (what `created-by` relationships name).
+pub fn user_id(principal: &Principal) -> String {
+    user_identity(principal).0
+}
+
+fn user_identity(principal: &Principal) -> (String, String) {
+    match principal {
         Principal::SiteAdmin => ("user-site-admin".to_owned(), "site-admin".to_owned()),
         Principal::Team(grant) => {
             let suffix = grant.team_id.trim_start_matches("team-");
@@ -98,7 +102,12 @@ pub fn user(principal: &Principal) -> Resource {
         }
         // Never reached: the management extractor refuses agent tokens.
         Principal::Agent(grant) => (format!("user-{}", grant.token_id), format!("api-agent_{}", grant.token_id)),
-    };
+    }
+}
+
+/// The caller as HCP Terraform describes a token's user: a service account for team tokens.
+pub fn user(principal: &Principal) -> Resource {
+    let (id, username) = user_identity(principal);
     Resource::new(
         "users",
         &id,

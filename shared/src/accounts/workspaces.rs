@@ -1,6 +1,9 @@
 //! Workspaces: the subset other families need. Names are unique per organization, enforced by
 //! the item key itself; a workspace in `agent` execution mode runs on one agent pool, and the
-//! pool records it in the same transaction.
+//! pool records it in the same transaction. A pool that lists a workspace in its
+//! `allowed-workspaces` is recorded on the workspace too (`allowed_by`), in the pool's
+//! transaction, so deleting the workspace takes it off every such pool without a scan; every
+//! workspace write is conditional on its `revision`, so the two never miss each other.
 
 use serde::{Deserialize, Serialize};
 
@@ -12,7 +15,9 @@ use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
 use crate::ids::{new_id, Kind};
 use crate::names;
-use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write};
+use crate::store::{
+    keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES,
+};
 
 const AGENT: &str = "agent";
 
@@ -27,6 +32,12 @@ pub struct Workspace {
     #[serde(default)]
     pub agent_pool_id: Option<String>,
     pub created_at: String,
+    /// Pools that may list the workspace in `allowed-workspaces` (a superset: a pool that
+    /// stopped listing it, or was deleted, may remain).
+    #[serde(default)]
+    pub allowed_by: Vec<String>,
+    #[serde(default)]
+    pub revision: u64,
 }
 
 impl pointer::Addressed for Workspace {
@@ -41,6 +52,32 @@ impl Workspace {
     fn to_item(&self) -> Result<Item> {
         Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
+
+    /// The condition that the stored workspace is the one read (items written before
+    /// workspaces had a revision have none, and read as revision 0).
+    fn unchanged(&self) -> Condition {
+        match self.revision {
+            0 => Condition::Exists.and(Condition::Below("revision".into(), 1)),
+            revision => Condition::equals("revision", revision),
+        }
+    }
+
+    /// The workspace as its next write stores it.
+    fn next(&self) -> Self {
+        Self { revision: self.revision + 1, ..self.clone() }
+    }
+}
+
+/// The write a pool's transaction makes when it lists the workspace in `allowed-workspaces`:
+/// records the pool on the workspace (or only checks the workspace is unchanged, when it is
+/// recorded already), so a concurrent delete of the workspace fails one of the two.
+pub fn allow_pool(workspace: &Workspace, pool_id: &str) -> Result<Write> {
+    if workspace.allowed_by.iter().any(|id| id == pool_id) {
+        return Ok(Write::Check { key: workspace.key(), condition: workspace.unchanged() });
+    }
+    let mut next = workspace.next();
+    next.allowed_by.push(pool_id.to_owned());
+    Ok(Write::Put { item: next.to_item()?, condition: workspace.unchanged() })
 }
 
 /// How a request sets a workspace's execution: a mode and, for `agent`, a pool.
@@ -64,6 +101,11 @@ fn resolve(current: (&str, Option<&str>), execution: &Execution) -> Result<(Stri
         (None, _) => current.0.to_owned(),
     };
     match (mode.as_str(), pool) {
+        // go-tfe refuses this too ("execution_mode must be set to 'agent' to assign agent_pool_id").
+        ("remote" | "local", _) if matches!(execution.agent_pool, Some(Some(_))) => Err(AccountsError::invalid(
+            Field::Attribute("execution-mode"),
+            format!("execution mode `{mode}` cannot have an agent pool; use `agent` to run on one"),
+        )),
         ("remote" | "local", _) => Ok((mode, None)),
         (AGENT, Some(pool)) => Ok((mode, Some(pool))),
         (AGENT, None) => Err(AccountsError::invalid(
@@ -130,6 +172,8 @@ pub async fn create(
         execution_mode,
         agent_pool_id,
         created_at: crate::api::timestamp(chrono::Utc::now()),
+        allowed_by: Vec::new(),
+        revision: 0,
     };
     let own = vec![
         Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
@@ -150,36 +194,44 @@ pub struct WorkspaceChanges {
     pub execution: Execution,
 }
 
-/// Updates a workspace; omitted attributes keep their value. A rename moves its item.
+/// Updates a workspace; omitted attributes keep their value. A rename moves its item. Tried
+/// afresh when the workspace or its pools changed meanwhile.
 pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
-    let mut workspace = current.clone();
-    if let Some(name) = changes.name {
-        names::check(&name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
-        workspace.name = name;
+    if let Some(name) = &changes.name {
+        names::check(name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     }
-    if changes.description.is_some() {
-        workspace.description = changes.description;
-    }
-    let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
-    (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
-    let renamed = workspace.name != current.name;
-    let own = if !renamed {
-        vec![Write::Put { item: workspace.to_item()?, condition: Condition::Exists }]
-    } else {
-        vec![
-            Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
-            Write::Delete { key: current.key(), condition: Condition::Exists },
-            pointer::retarget(&workspace.id, &workspace.key())?,
-        ]
-    };
-    commit(store, &workspace, current.agent_pool_id.as_deref(), own).await.map_err(|e| match e {
-        AccountsError::Store(e) if e.failed_write() == Some(0) && renamed => {
-            AccountsError::taken(Field::Attribute("name"))
+    let (id, changes) = (&current.id, &changes);
+    let updated = retry_on_race(|| async move {
+        let current: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+        let mut workspace = current.next();
+        if let Some(name) = &changes.name {
+            workspace.name = name.clone();
         }
-        AccountsError::Store(e) if e.is_condition_failed() => AccountsError::NotFound,
-        other => other,
-    })?;
-    Ok(workspace)
+        if changes.description.is_some() {
+            workspace.description = changes.description.clone();
+        }
+        let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
+        (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
+        let renamed = workspace.name != current.name;
+        let mut writes = if !renamed {
+            vec![Write::Put { item: workspace.to_item()?, condition: current.unchanged() }]
+        } else {
+            vec![
+                Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
+                Write::Delete { key: current.key(), condition: current.unchanged() },
+                pointer::retarget(&workspace.id, &workspace.key())?,
+            ]
+        };
+        writes.extend(pool_writes(store, &workspace, current.agent_pool_id.as_deref()).await?);
+        match store.transact(writes).await {
+            Ok(()) => Ok(Some(workspace)),
+            Err(e) if e.failed_write() == Some(0) && renamed => Err(AccountsError::taken(Field::Attribute("name"))),
+            Err(e) if e.is_condition_failed() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    updated.ok_or_else(|| AccountsError::invalid(Field::Document, "the workspace or its agent pool is changing; retry"))
 }
 
 /// A workspace by id, if the principal holds `permission` in its organization.
@@ -219,16 +271,39 @@ pub async fn list(
     Ok((workspaces, org))
 }
 
-/// Deletes a workspace, taking it off its agent pool.
+/// Deletes a workspace, taking it off its agent pool and out of every pool's
+/// `allowed-workspaces`, in one transaction that fails if either changed meanwhile.
 pub async fn delete(store: &dyn ItemStore, workspace: &Workspace) -> Result<()> {
-    let own = vec![
-        Write::Delete { key: workspace.key(), condition: Condition::Exists },
-        pointer::remove(&workspace.id),
-        join(&workspace.org_id, WORKSPACE_COUNT, -1),
-    ];
-    let leaving = Workspace { agent_pool_id: None, ..workspace.clone() };
-    commit(store, &leaving, workspace.agent_pool_id.as_deref(), own).await.map_err(|e| match e {
-        AccountsError::Store(e) if e.is_condition_failed() => AccountsError::NotFound,
-        other => other,
+    let id = &workspace.id;
+    let deleted = retry_on_race(|| async move {
+        let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+        let mut own = vec![
+            Write::Delete { key: workspace.key(), condition: workspace.unchanged() },
+            pointer::remove(&workspace.id),
+            join(&workspace.org_id, WORKSPACE_COUNT, -1),
+        ];
+        let mut pools = workspace.allowed_by.clone();
+        pools.extend(workspace.agent_pool_id.iter().filter(|id| !workspace.allowed_by.contains(id)).cloned());
+        let mut pool_writes = pool::forget(store, &workspace.org_id, &pools, &workspace.id).await?;
+        // Beyond one transaction, the rest follow; a pool left naming a deleted workspace keeps
+        // working (entries it already lists are never checked again).
+        let rest = pool_writes.split_off(pool_writes.len().min(MAX_TRANSACTION_WRITES - own.len()));
+        own.extend(pool_writes);
+        match store.transact(own).await {
+            Ok(()) => Ok(Some(rest)),
+            Err(e) if e.failed_write() == Some(2) => Err(AccountsError::NotFound),
+            Err(e) if e.is_condition_failed() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     })
+    .await?;
+    let rest = deleted.ok_or_else(|| {
+        AccountsError::invalid(Field::Document, "the workspace or its agent pools are changing; retry")
+    })?;
+    for chunk in rest.chunks(MAX_TRANSACTION_WRITES) {
+        if let Err(e) = store.transact(chunk.to_vec()).await {
+            tracing::warn!(workspace = %workspace.id, error = %e, "a pool still names the deleted workspace");
+        }
+    }
+    Ok(())
 }

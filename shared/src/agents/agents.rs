@@ -1,10 +1,19 @@
 //! Agents: created when a real agent registers at the gateway, kept alive by its status
-//! reports. An agent silent past the ping timeout is `unknown` wherever it is shown.
+//! reports. As HCP Terraform's "Agent Capacity Usage" describes: an agent silent past the ping
+//! timeout is `unknown` and still counts against the live-agent limit; silent for a further
+//! `HANGAR_AGENT_ERRORED_AFTER` it is `errored` and stops counting; `errored` and `exited`
+//! agents are pruned after `HANGAR_AGENT_RETENTION`.
 //!
-//! The free edition's limit on live agents is held by slot items with a TTL: registering claims
-//! a free slot in the same transaction that creates the agent, each report pushes the slot's
-//! expiry forward, and a silent agent's slot lapses by itself, so the limit needs no sweeper
-//! and two agents cannot register into one slot.
+//! The limit is one counter item per organization, changed in the same transaction as the
+//! agent: registering adds one on the condition that the count is below the limit, and an agent
+//! that exits, errors or is deleted gives its slot back (`holds_slot` on the agent says whether
+//! it still has one, so a slot is never given back twice). Every operation is then a constant
+//! number of store calls, whatever the limit. A silent agent becomes errored by time, not by a
+//! write, so its slot is given back by whoever next needs it: a registration that finds the
+//! count at the limit reads the organization's slot holder that went silent first (one query
+//! of an index ordered by when each becomes errored) and, if it is errored by now, releases it
+//! and tries again; and the scheduled job releases every agent that is due (and prunes the
+//! ended ones), reading only what is due from a schedule partition.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -15,9 +24,12 @@ use super::tokens;
 use crate::accounts::access;
 use crate::api::{timestamp, Field, PageRequest};
 use crate::auth::{AgentGrant, Permission, Principal};
+use crate::config::Config;
 use crate::ids::{new_id, Kind};
 use crate::state::AppState;
-use crate::store::{keys, pointer, query_all_as, Condition, Item, ItemStore, Key, Write};
+use crate::store::{
+    keys, pointer, query_all_as, retry_on_race, schedule, Condition, Index, Item, ItemStore, Key, UpdateOp, Write,
+};
 
 pub const IDLE: &str = "idle";
 pub const BUSY: &str = "busy";
@@ -25,26 +37,55 @@ pub const EXITED: &str = "exited";
 pub const ERRORED: &str = "errored";
 pub const UNKNOWN: &str = "unknown";
 
+/// The longest agent name, in characters (a host name is at most 253).
+pub const MAX_NAME_CHARS: usize = 255;
+
+/// The counter's attribute: agents holding a live-agent slot.
+const LIVE: &str = "live";
+
+/// How many silent agents a registration at the limit may release before it gives up (each
+/// costs a query and a transaction); more only when others race for the freed slots.
+const RELEASE_ATTEMPTS: usize = 3;
+
+/// The most agents one scheduled run marks errored or prunes; the rest wait for the next run.
+pub const SWEEP_LIMIT: usize = 500;
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Agent {
     pub id: String,
     pub org_id: String,
     pub pool_id: String,
     pub name: Option<String>,
-    /// The status the agent last reported.
+    /// The status the agent last reported (or `errored` once released for its silence).
     pub status: String,
     pub ip_address: Option<String>,
     pub last_ping_at: String,
     pub created_at: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-struct Slot {
-    agent_id: String,
+    /// The agent token that registered the agent: the only one that may report for it.
+    #[serde(default)]
+    pub token_id: Option<String>,
+    /// Whether the agent holds one of its organization's live-agent slots (is in the counter).
+    #[serde(default)]
+    pub holds_slot: bool,
+    /// When it exited or errored; the retention period runs from here.
+    #[serde(default)]
+    pub ended_at: Option<String>,
 }
 
 impl pointer::Addressed for Agent {
     const KIND: Kind = Kind::Agent;
+}
+
+fn parse_time(at: &str) -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339(at).map_or(DateTime::<Utc>::MIN_UTC, |at| at.with_timezone(&Utc))
+}
+
+/// `at` plus a setting's duration, never an overflow whatever the setting.
+fn after(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(duration)
+        .ok()
+        .and_then(|duration| at.checked_add_signed(duration))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 impl Agent {
@@ -53,34 +94,142 @@ impl Agent {
     }
 
     fn last_ping(&self) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(&self.last_ping_at).map_or(DateTime::<Utc>::MIN_UTC, |at| at.with_timezone(&Utc))
+        parse_time(&self.last_ping_at)
     }
 
-    /// The status as shown: a live status reported longer ago than the timeout is `unknown`.
-    pub fn status(&self, state: &AppState) -> &str {
-        let live = self.status == IDLE || self.status == BUSY;
-        if live && silent_until(state, self.last_ping()) < Utc::now() {
+    /// Whether the agent last reported idle or busy (whatever its silence makes of that).
+    fn reported_live(&self) -> bool {
+        self.status == IDLE || self.status == BUSY
+    }
+
+    /// When a silent agent becomes `errored`: the ping timeout, then the errored window.
+    fn errored_at(&self, config: &Config) -> DateTime<Utc> {
+        after(after(self.last_ping(), config.agent_ping_timeout), config.agent_errored_after)
+    }
+
+    /// When the scheduled job next has work with the agent: release it once errored, or prune
+    /// it once it has been ended for the retention period.
+    fn due_at(&self, config: &Config) -> DateTime<Utc> {
+        if self.reported_live() {
+            self.errored_at(config)
+        } else {
+            let ended = self.ended_at.as_deref().map_or_else(|| self.last_ping(), parse_time);
+            after(ended, config.agent_retention)
+        }
+    }
+
+    /// The status as shown at `now`: a live status reported longer ago than the ping timeout
+    /// is `unknown`, and `errored` once the errored window has passed too.
+    pub fn status_at(&self, config: &Config, now: DateTime<Utc>) -> &str {
+        if !self.reported_live() {
+            &self.status
+        } else if now >= self.errored_at(config) {
+            ERRORED
+        } else if now > after(self.last_ping(), config.agent_ping_timeout) {
             UNKNOWN
         } else {
             &self.status
         }
     }
 
-    /// Counted by a pool's `agent-count`: idle, busy and unknown agents.
+    pub fn status(&self, state: &AppState) -> &str {
+        self.status_at(&state.config, Utc::now())
+    }
+
+    /// Counted by a pool's `agent-count` and against the limit: idle, busy and unknown agents.
     pub fn counts(&self, state: &AppState) -> bool {
         matches!(self.status(state), IDLE | BUSY | UNKNOWN)
     }
 
-    fn to_item(&self) -> Result<Item> {
-        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
+    /// The item: on the job's schedule, and on the organization's index of slot holders by
+    /// when each becomes errored while it holds a slot.
+    fn to_item(&self, config: &Config) -> Result<Item> {
+        let due = schedule::sort_key(self.due_at(config).timestamp(), &self.id);
+        let mut item = Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]).with_index(
+            Index::Gsi1,
+            keys::AGENT_SCHEDULE,
+            due,
+        );
+        if self.holds_slot {
+            let errored = schedule::sort_key(self.errored_at(config).timestamp(), &self.id);
+            let (index, partition, sort) = keys::live_agent_index(&self.org_id, errored);
+            item = item.with_index(index, partition, sort);
+        }
+        Ok(item)
+    }
+
+    /// The condition that nothing changed the agent since it was read.
+    fn unchanged(&self) -> Condition {
+        Condition::equals("last_ping_at", self.last_ping_at.clone())
+            .and(Condition::equals("status", self.status.clone()))
+            .and(Condition::equals("holds_slot", self.holds_slot))
     }
 }
 
-/// When an agent last heard from at `at` stops counting as live: never sooner than the ping
-/// timeout allows, and never an overflow, whatever the timeout.
-fn silent_until(state: &AppState, at: DateTime<Utc>) -> DateTime<Utc> {
-    let timeout = chrono::Duration::from_std(state.config.agent_ping_timeout).unwrap_or(chrono::Duration::MAX);
-    at.checked_add_signed(timeout).unwrap_or(DateTime::<Utc>::MAX_UTC)
+/// Takes one live-agent slot, if the organization has one free.
+fn claim_slot(config: &Config, org_id: &str) -> Write {
+    let max = i64::try_from(config.max_agents).unwrap_or(i64::MAX);
+    Write::Update {
+        key: keys::live_agent_counter(org_id),
+        ops: vec![UpdateOp::Add(LIVE.into(), 1)],
+        condition: Condition::Below(LIVE.into(), max),
+    }
+}
+
+fn free_slot(org_id: &str) -> Write {
+    Write::Update {
+        key: keys::live_agent_counter(org_id),
+        ops: vec![UpdateOp::Add(LIVE.into(), -1)],
+        condition: Condition::Always,
+    }
+}
+
+fn at_limit(config: &Config) -> AgentsError {
+    AgentsError::Conflict(format!(
+        "This organization already has {} live agent(s), the most it may run (HANGAR_MAX_AGENTS); \
+         an agent counts until it reports exited or errored, is deleted, or has been silent past the \
+         ping timeout and then the errored window (HANGAR_AGENT_ERRORED_AFTER).",
+        config.max_agents
+    ))
+}
+
+/// The writes that replace `agent` (as read, and only if still so) with `next` ended at
+/// `ended_at`, giving its slot back.
+fn ending(config: &Config, agent: &Agent, mut next: Agent, ended_at: DateTime<Utc>) -> Result<(Agent, Vec<Write>)> {
+    next.holds_slot = false;
+    next.ended_at = Some(timestamp(ended_at));
+    let mut writes = vec![Write::Put { item: next.to_item(config)?, condition: agent.unchanged() }];
+    if agent.holds_slot {
+        writes.push(free_slot(&agent.org_id));
+    }
+    Ok((next, writes))
+}
+
+/// Marks an agent silent past the errored window `errored`, giving its slot back. False when
+/// it changed meanwhile (it reported, or someone else released it).
+async fn release_silent(state: &AppState, agent: &Agent) -> Result<bool> {
+    let config = &state.config;
+    let mut next = agent.clone();
+    next.status = ERRORED.into();
+    let (_, writes) = ending(config, agent, next, agent.errored_at(config))?;
+    match state.store.transact(writes).await {
+        Ok(()) => Ok(true),
+        Err(e) if e.is_condition_failed() => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Releases the organization's slot holder that went silent first, if it is errored by `now`.
+/// False when none is: the organization is at its limit.
+async fn release_first_silent(state: &AppState, org_id: &str, now: DateTime<Utc>) -> Result<bool> {
+    let page = state.store.query(keys::live_agents_by_silence(org_id).limit(1)).await?;
+    let Some(agent) = page.items.first().map(Item::parse::<Agent>).transpose()? else { return Ok(false) };
+    if !agent.holds_slot || agent.errored_at(&state.config) > now {
+        return Ok(false);
+    }
+    release_silent(state, &agent).await?;
+    // Released here or by another request meanwhile: either way, the claim is worth retrying.
+    Ok(true)
 }
 
 /// Every agent of a pool.
@@ -88,48 +237,29 @@ pub(super) async fn of_pool(store: &dyn ItemStore, org_id: &str, pool_id: &str) 
     Ok(query_all_as(store, keys::agents(org_id, pool_id)).await?)
 }
 
-/// The slot an agent holds, as a write that frees it (if it still holds one).
-async fn release(state: &AppState, agent: &Agent) -> Result<Option<Write>> {
-    for slot in 0..state.config.max_agents {
-        let key = keys::agent_slot(&agent.org_id, slot);
-        if let Some(item) = state.store.get(&key).await? {
-            if item.parse::<Slot>()?.agent_id == agent.id {
-                return Ok(Some(Write::Delete { key, condition: Condition::equals("agent_id", agent.id.clone()) }));
-            }
-        }
-    }
-    Ok(None)
+/// Whether a character could make a name display as something else: a control character or
+/// a bidirectional formatting one (Trojan Source, CVE-2021-42574).
+fn deceptive(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
 }
 
-fn slot_item(state: &AppState, org_id: &str, slot: usize, agent_id: &str) -> Result<Item> {
-    let expires = silent_until(state, Utc::now());
-    let item = Item::from_value(keys::agent_slot(org_id, slot), &Slot { agent_id: agent_id.to_owned() })?;
-    Ok(item.with_ttl(expires.timestamp()))
-}
-
-/// Commits `writes` together with a live-agent slot for the agent: the one it holds if it
-/// still does, else any free one. None free: the organization is at its limit.
-async fn with_slot(state: &AppState, agent: &Agent, writes: Vec<Write>) -> Result<()> {
-    let max = state.config.max_agents;
-    for slot in 0..max {
-        let held = Condition::equals("agent_id", agent.id.clone());
-        let claim = Write::Put {
-            item: slot_item(state, &agent.org_id, slot, &agent.id)?,
-            condition: Condition::Or(vec![Condition::NotExists, held]),
-        };
-        let mut all = vec![claim];
-        all.extend(writes.iter().cloned());
-        match state.store.transact(all).await {
-            Ok(()) => return Ok(()),
-            Err(e) if e.failed_write() == Some(0) => continue,
-            Err(e) if e.is_condition_failed() => return Err(AgentsError::NotFound),
-            Err(e) => return Err(e.into()),
-        }
+/// An agent's name as it registers: optional, at most [`MAX_NAME_CHARS`], nothing deceptive.
+pub fn check_name(name: Option<String>) -> Result<Option<String>> {
+    let Some(name) = name.filter(|name| !name.trim().is_empty()) else { return Ok(None) };
+    if name.chars().count() > MAX_NAME_CHARS {
+        return Err(AgentsError::invalid(
+            Field::Member("name"),
+            format!("name is longer than {MAX_NAME_CHARS} characters"),
+        ));
     }
-    Err(AgentsError::Conflict(format!(
-        "This organization already has {max} live agent(s), the most it may run (HANGAR_MAX_AGENTS); \
-         an agent counts until it reports exited or errored, or stays silent past the ping timeout."
-    )))
+    if name.chars().any(deceptive) {
+        return Err(AgentsError::invalid(
+            Field::Member("name"),
+            "name must not contain control or bidirectional formatting characters",
+        ));
+    }
+    Ok(Some(name))
 }
 
 /// Registers an agent of the token's pool: `idle`, pinged now.
@@ -139,57 +269,113 @@ pub async fn register(
     name: Option<String>,
     ip_address: Option<String>,
 ) -> Result<Agent> {
-    let pool = pools::load(state.store.as_ref(), &keys::agent_pool(&grant.org_id, &grant.pool_id)).await?;
-    let now = timestamp(Utc::now());
+    register_at(state, grant, name, ip_address, Utc::now()).await
+}
+
+/// [`register`] at `now`.
+pub async fn register_at(
+    state: &AppState,
+    grant: &AgentGrant,
+    name: Option<String>,
+    ip_address: Option<String>,
+    now: DateTime<Utc>,
+) -> Result<Agent> {
+    let name = check_name(name)?;
+    let store = state.store.as_ref();
+    let pool = pools::load(store, &keys::agent_pool(&grant.org_id, &grant.pool_id)).await?;
+    let at = timestamp(now);
     let agent = Agent {
         id: new_id("agent"),
         org_id: pool.org_id.clone(),
         pool_id: pool.id.clone(),
-        name: name.filter(|n| !n.trim().is_empty()),
+        name,
         status: IDLE.into(),
         ip_address,
-        last_ping_at: now.clone(),
-        created_at: now,
+        last_ping_at: at.clone(),
+        created_at: at,
+        token_id: Some(grant.token_id.clone()),
+        holds_slot: true,
+        ended_at: None,
     };
     let writes = vec![
-        Write::Put { item: agent.to_item()?, condition: Condition::NotExists },
+        claim_slot(&state.config, &agent.org_id),
+        Write::Put { item: agent.to_item(&state.config)?, condition: Condition::NotExists },
         pointer::create(&agent.id, &agent.key())?,
-        Write::Check { key: pool.key(), condition: Condition::Exists },
+        // The pool's revision moves, so a delete of the pool that read it before this commit
+        // fails (and is retried) rather than leave this agent behind.
+        Write::Update { key: pool.key(), ops: vec![UpdateOp::Add("revision".into(), 1)], condition: Condition::Exists },
     ];
-    with_slot(state, &agent, writes).await?;
-    tokens::touch(state, grant).await;
-    Ok(agent)
+    for _ in 0..=RELEASE_ATTEMPTS {
+        match store.transact(writes.clone()).await {
+            Ok(()) => {
+                tokens::touch(state, grant).await;
+                return Ok(agent);
+            }
+            Err(e) if e.failed_write() == Some(0) => {
+                if !release_first_silent(state, &agent.org_id, now).await? {
+                    break;
+                }
+            }
+            Err(e) if e.is_condition_failed() => return Err(AgentsError::NotFound),
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(at_limit(&state.config))
 }
 
 /// An agent's status report, which is also its heartbeat.
 pub async fn report(state: &AppState, grant: &AgentGrant, agent_id: &str, status: &str) -> Result<Agent> {
+    report_at(state, grant, agent_id, status, Utc::now()).await
+}
+
+/// [`report`] at `now`.
+pub async fn report_at(
+    state: &AppState,
+    grant: &AgentGrant,
+    agent_id: &str,
+    status: &str,
+    now: DateTime<Utc>,
+) -> Result<Agent> {
     if ![IDLE, BUSY, EXITED, ERRORED].contains(&status) {
         return Err(AgentsError::invalid(Field::Member("status"), "status must be idle, busy, exited or errored"));
     }
-    let store = state.store.as_ref();
-    let mut agent: Agent = pointer::resolve(store, agent_id).await?.ok_or(AgentsError::NotFound)?;
-    if agent.pool_id != grant.pool_id || agent.org_id != grant.org_id {
-        return Err(AgentsError::NotFound);
-    }
-    if agent.status == EXITED || agent.status == ERRORED {
-        return Err(AgentsError::Conflict(format!(
-            "Agent {agent_id} has {}; a new agent must register.",
-            agent.status
-        )));
-    }
-    agent.status = status.to_owned();
-    agent.last_ping_at = timestamp(Utc::now());
-    let write = Write::Put { item: agent.to_item()?, condition: Condition::Exists };
-    if status == IDLE || status == BUSY {
-        with_slot(state, &agent, vec![write]).await?;
-    } else {
-        let mut writes = vec![write];
-        writes.extend(release(state, &agent).await?);
-        store
-            .transact(writes)
-            .await
-            .map_err(|e| if e.is_condition_failed() { AgentsError::NotFound } else { e.into() })?;
-    }
+    let (store, config) = (state.store.as_ref(), &state.config);
+    let reported = retry_on_race(|| async move {
+        let agent: Agent = pointer::resolve(store, agent_id).await?.ok_or(AgentsError::NotFound)?;
+        let other_token = agent.token_id.as_ref().is_some_and(|token| *token != grant.token_id);
+        if agent.pool_id != grant.pool_id || agent.org_id != grant.org_id || other_token {
+            return Err(AgentsError::NotFound);
+        }
+        let shown = agent.status_at(config, now);
+        if shown == EXITED || shown == ERRORED {
+            return Err(AgentsError::Conflict(format!("Agent {agent_id} has {shown}; a new agent must register.")));
+        }
+        let mut next = agent.clone();
+        next.status = status.to_owned();
+        next.last_ping_at = timestamp(now);
+        let (next, writes, claims) = if status == IDLE || status == BUSY {
+            next.holds_slot = true;
+            let mut writes = vec![Write::Put { item: next.to_item(config)?, condition: agent.unchanged() }];
+            // Only an agent recorded before slots were counted holds none while live.
+            let claims = !agent.holds_slot;
+            if claims {
+                writes.push(claim_slot(config, &agent.org_id));
+            }
+            (next, writes, claims)
+        } else {
+            let (next, writes) = ending(config, &agent, next, now)?;
+            (next, writes, false)
+        };
+        match store.transact(writes).await {
+            Ok(()) => Ok(Some(next)),
+            Err(e) if claims && e.failed_write() == Some(1) => Err(at_limit(config)),
+            Err(e) if e.is_condition_failed() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    let agent =
+        reported.ok_or_else(|| AgentsError::Conflict("The agent is being changed by other requests; retry.".into()))?;
     tokens::touch(state, grant).await;
     Ok(agent)
 }
@@ -207,14 +393,25 @@ pub async fn list(
     principal: &Principal,
     pool_id: &str,
     pinged_since: Option<DateTime<Utc>>,
+    status: Option<&str>,
     page: &PageRequest,
 ) -> Result<(Vec<Agent>, usize)> {
     let (pool, _) = pools::get(state, principal, pool_id, Permission::Read).await?;
     let mut agents = of_pool(state.store.as_ref(), &pool.org_id, &pool.id).await?;
     agents.retain(|agent| pinged_since.is_none_or(|since| agent.last_ping() >= since));
+    agents.retain(|agent| status.is_none_or(|status| agent.status(state) == status));
     agents.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     let total = agents.len();
     Ok((page.slice(agents), total))
+}
+
+/// The writes that delete an agent and its pointer, giving its slot back if it holds one.
+fn deletion(agent: &Agent, condition: Condition) -> Vec<Write> {
+    let mut writes = vec![Write::Delete { key: agent.key(), condition }, pointer::remove(&agent.id)];
+    if agent.holds_slot {
+        writes.push(free_slot(&agent.org_id));
+    }
+    writes
 }
 
 /// Deletes an agent that is no longer running (`unknown`, `errored` or `exited`).
@@ -227,21 +424,81 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
              Stop the agent first, or wait until it has been silent past the ping timeout."
         )));
     }
-    let mut writes = vec![Write::Delete { key: agent.key(), condition: Condition::Exists }, pointer::remove(&agent.id)];
-    writes.extend(release(state, &agent).await?);
-    state
-        .store
-        .transact(writes)
-        .await
-        .map_err(|e| if e.is_condition_failed() { AgentsError::NotFound } else { e.into() })
+    state.store.transact(deletion(&agent, agent.unchanged())).await.map_err(|e| {
+        if e.is_condition_failed() {
+            AgentsError::Conflict(format!("Agent {id} changed while it was being deleted; retry."))
+        } else {
+            e.into()
+        }
+    })
 }
 
-/// The writes that remove an agent (with its pointer and slot), for a pool being deleted.
+/// The writes that remove an agent with its pointer, for a pool being deleted. An agent that
+/// holds a slot gives it back first, in a transaction of its own with the counter, so the count
+/// stays exact however the pool's deletion is split; should the deletion then fail, the agent
+/// claims a slot again with its next report.
 pub(super) async fn removal(state: &AppState, agent: &Agent) -> Result<Vec<Write>> {
-    let mut writes = vec![Write::Delete { key: agent.key(), condition: Condition::Always }, pointer::remove(&agent.id)];
-    writes.extend(release(state, agent).await?.map(|w| match w {
-        Write::Delete { key, .. } => Write::Delete { key, condition: Condition::Always },
-        other => other,
-    }));
-    Ok(writes)
+    if agent.holds_slot {
+        let (partition, sort) = Index::Gsi2.key_attrs();
+        let release = Write::Update {
+            key: agent.key(),
+            ops: vec![
+                UpdateOp::set("holds_slot", false),
+                UpdateOp::Remove(partition.into()),
+                UpdateOp::Remove(sort.into()),
+            ],
+            condition: Condition::equals("holds_slot", true),
+        };
+        match state.store.transact(vec![release, free_slot(&agent.org_id)]).await {
+            Ok(()) => {}
+            // Released (or deleted) meanwhile: nothing to give back.
+            Err(e) if e.is_condition_failed() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(vec![Write::Delete { key: agent.key(), condition: Condition::Always }, pointer::remove(&agent.id)])
+}
+
+/// What a scheduled run did.
+#[derive(Debug, Default, Serialize, PartialEq, Eq)]
+pub struct SweepSummary {
+    /// Agents silent past the errored window, marked errored and their slots given back.
+    pub errored: usize,
+    /// Errored and exited agents removed after the retention period.
+    pub pruned: usize,
+}
+
+/// The scheduled job's share: agents silent past the errored window are marked errored (their
+/// slots given back), and agents ended for longer than the retention period are removed. Reads
+/// only what is due, at most [`SWEEP_LIMIT`] agents.
+pub async fn sweep_at(state: &AppState, now: DateTime<Utc>) -> Result<SweepSummary> {
+    let (store, config) = (state.store.as_ref(), &state.config);
+    let mut summary = SweepSummary::default();
+    for item in schedule::due(store, keys::AGENT_SCHEDULE, now.timestamp(), SWEEP_LIMIT).await? {
+        let agent: Agent = item.parse()?;
+        let due = agent.due_at(config);
+        if due > now {
+            // Scheduled under other settings (or within the second): put back at its time.
+            let reschedule = vec![schedule::reschedule(due.timestamp(), &agent.id)];
+            match store.update(&agent.key(), reschedule, agent.unchanged()).await {
+                Err(e) if !e.is_condition_failed() => return Err(e.into()),
+                _ => continue,
+            }
+        }
+        if agent.reported_live() {
+            summary.errored += usize::from(release_silent(state, &agent).await?);
+        } else {
+            match store.transact(deletion(&agent, agent.unchanged())).await {
+                Ok(()) => summary.pruned += 1,
+                Err(e) if e.is_condition_failed() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+    Ok(summary)
+}
+
+/// [`sweep_at`] now.
+pub async fn sweep(state: &AppState) -> Result<SweepSummary> {
+    sweep_at(state, Utc::now()).await
 }

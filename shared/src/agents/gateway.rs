@@ -4,7 +4,11 @@
 //! - `PUT /api/agent/agents/:id/status` `{"status": "idle" | "busy" | "exited" | "errored"}` →
 //!   200 with the agent; also the heartbeat that keeps a live agent from becoming `unknown`.
 //!
-//! Bodies are plain JSON; answers are JSON:API documents and errors.
+//! Hangar's own protocol: HCP Terraform's `tfc-agent` speaks an undocumented one. Bodies are
+//! plain JSON; answers are JSON:API documents and errors, axum's refusals (400, 413, 415)
+//! included, which `app::finish` renders through `api::refusal`. A name is checked by
+//! `agents::check_name`; only the token that registered an agent may report for it (any other
+//! gets 404, as for a missing agent).
 
 use std::net::SocketAddr;
 

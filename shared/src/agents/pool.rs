@@ -71,7 +71,9 @@ pub async fn attach(
     let Some(mut pool) = pool.filter(|pool| pool.org_id == org_id) else {
         return Err(PoolError::NotUsable(format!("`{pool_id}` is not an agent pool of this organization")));
     };
-    if !pool.allows(workspace_id) {
+    // A workspace already on the pool stays on it when the pool is scoped, as in HCP Terraform.
+    let attached = pool.workspaces.iter().any(|id| id == workspace_id);
+    if !attached && !pool.allows(workspace_id) {
         return Err(PoolError::NotUsable(format!(
             "agent pool {} is not organization-scoped and does not allow this workspace",
             pool.name
@@ -94,4 +96,26 @@ pub async fn detach(
     let mut pool: AgentPool = item.parse()?;
     pool.workspaces.retain(|id| id != workspace_id);
     Ok(Some(pool.put_if_unchanged(pool.revision)?))
+}
+
+/// The writes that take a deleted workspace off each of `pool_ids` that still exists and names
+/// it (on the pool or in its `allowed-workspaces`), each conditional on the pool being unchanged.
+pub async fn forget(
+    store: &dyn ItemStore,
+    org_id: &str,
+    pool_ids: &[String],
+    workspace_id: &str,
+) -> Result<Vec<Write>, StoreError> {
+    let keys: Vec<Key> = pool_ids.iter().map(|id| keys::agent_pool(org_id, id)).collect();
+    let mut writes = Vec::new();
+    for item in store.get_many(&keys).await?.into_iter().flatten() {
+        let mut pool: AgentPool = item.parse()?;
+        let before = pool.workspaces.len() + pool.allowed_workspaces.len();
+        pool.workspaces.retain(|id| id != workspace_id);
+        pool.allowed_workspaces.retain(|id| id != workspace_id);
+        if pool.workspaces.len() + pool.allowed_workspaces.len() != before {
+            writes.push(pool.put_if_unchanged(pool.revision)?);
+        }
+    }
+    Ok(writes)
 }

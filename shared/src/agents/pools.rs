@@ -1,20 +1,24 @@
 //! Agent pools: names unique per organization (a name item claimed in the same transaction),
 //! a per-organization limit counted on the organization item, and the workspaces attached to
-//! each pool kept on the pool so one read renders it.
+//! each pool kept on the pool so one read renders it. As in HCP Terraform, a pool that
+//! workspaces run on cannot be deleted, and scoping a pool never moves a workspace off it.
 
 use serde::{Deserialize, Serialize};
 
 use super::error::{AgentsError, Result};
 pub use super::pool::AgentPool;
 use crate::accounts::access::{self, Organization, ACTIVE};
-use crate::accounts::workspaces::Workspace;
+use crate::accounts::workspaces::{self, Workspace};
 use crate::api::Field;
 use crate::api::{timestamp, PageRequest, Relationship};
 use crate::auth::{Permission, Principal};
 use crate::ids::new_id;
 use crate::names;
 use crate::state::AppState;
-use crate::store::{keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{
+    keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write,
+    MAX_TRANSACTION_WRITES,
+};
 
 pub const POOL_COUNT: &str = "agent_pool_count";
 
@@ -44,32 +48,58 @@ pub async fn get(
     permission: Permission,
 ) -> Result<(AgentPool, Organization)> {
     let store = state.store.as_ref();
+    // A team reads only its own organization's pools, whose keys it knows from its token: the
+    // pool and the organization in one batch, without the id pointer.
+    if let (Some(org_id), Some(crate::ids::Kind::AgentPool)) = (principal.org_id(), crate::ids::Kind::of(id)) {
+        let (org, mut found) =
+            access::by_id_with(store, principal, org_id, permission, &[keys::agent_pool(org_id, id)]).await?;
+        let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
+        return Ok((pool, org));
+    }
     let pool: AgentPool = pointer::resolve(store, id).await?.ok_or(AgentsError::NotFound)?;
     access::require(principal, &pool.org_id, permission)?;
     let org = access::get_by_id(store, &pool.org_id).await?;
     Ok((pool, org))
 }
 
-/// Checks every entry of `allowed-workspaces` names a workspace of the organization.
+/// The most workspaces one request may add to a pool's `allowed-workspaces`: each is written in
+/// the pool's transaction, which holds at most [`MAX_TRANSACTION_WRITES`].
+pub const MAX_ALLOWED_ADDED: usize = MAX_TRANSACTION_WRITES - 4;
+
+/// The pool's new `allowed-workspaces` and the writes that record it on the workspaces it adds.
+/// Every added entry must name a workspace of the organization; entries the pool lists already
+/// are kept as they are (so a list stays writable whatever became of them).
 async fn allowed_workspaces(
     store: &dyn ItemStore,
     org: &Organization,
+    pool_id: &str,
+    listed: &[String],
     entries: &[Relationship],
-) -> Result<Vec<String>> {
-    let mut ids = Vec::with_capacity(entries.len());
+) -> Result<(Vec<String>, Vec<Write>)> {
+    let (mut ids, mut writes) = (Vec::with_capacity(entries.len()), Vec::new());
     for (i, entry) in entries.iter().enumerate() {
-        let workspace: Option<Workspace> = pointer::resolve(store, &entry.id).await?;
-        if workspace.is_none_or(|ws| ws.org_id != org.id) {
-            return Err(AgentsError::invalid(
-                Field::RelationshipEntry("allowed-workspaces", i),
-                format!("`{}` is not a workspace of organization {}", entry.id, org.name),
-            ));
+        if ids.contains(&entry.id) {
+            continue;
         }
-        if !ids.contains(&entry.id) {
-            ids.push(entry.id.clone());
+        if !listed.contains(&entry.id) {
+            let workspace: Option<Workspace> = pointer::resolve(store, &entry.id).await?;
+            let Some(workspace) = workspace.filter(|ws| ws.org_id == org.id) else {
+                return Err(AgentsError::invalid(
+                    Field::RelationshipEntry("allowed-workspaces", i),
+                    format!("`{}` is not a workspace of organization {}", entry.id, org.name),
+                ));
+            };
+            if writes.len() == MAX_ALLOWED_ADDED {
+                return Err(AgentsError::invalid(
+                    Field::Relationship("allowed-workspaces"),
+                    format!("at most {MAX_ALLOWED_ADDED} workspaces can be added to a pool in one request"),
+                ));
+            }
+            writes.push(workspaces::allow_pool(&workspace, pool_id)?);
         }
+        ids.push(entry.id.clone());
     }
-    Ok(ids)
+    Ok((ids, writes))
 }
 
 pub struct NewPool {
@@ -92,39 +122,51 @@ pub async fn create(
         org_id: org.id.clone(),
         name: new.name,
         organization_scoped: new.organization_scoped.unwrap_or(true),
-        allowed_workspaces: allowed_workspaces(store, &org, new.allowed_workspaces.as_deref().unwrap_or_default())
-            .await?,
+        allowed_workspaces: Vec::new(),
         workspaces: Vec::new(),
         created_at: timestamp(chrono::Utc::now()),
         revision: 0,
     };
     let max = state.config.max_agent_pools;
-    let count = Write::Update {
-        key: keys::organization(&org.id),
-        ops: vec![UpdateOp::Add(POOL_COUNT.into(), 1)],
-        condition: Condition::equals(ACTIVE, true)
-            .and(Condition::Below(POOL_COUNT.into(), i64::try_from(max).unwrap_or(i64::MAX))),
-    };
-    let writes = vec![
-        Write::Put { item: pool.to_item()?, condition: Condition::NotExists },
-        name_claim(&pool)?,
-        pointer::create(&pool.id, &pool.key())?,
-        count,
-    ];
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(1) => {
-            Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
+    let (org, pool, entries) = (&org, &pool, new.allowed_workspaces.as_deref().unwrap_or_default());
+    let created = retry_on_race(|| async move {
+        let (allowed, allowances) = allowed_workspaces(store, org, &pool.id, &[], entries).await?;
+        let pool = AgentPool { allowed_workspaces: allowed, ..pool.clone() };
+        let count = Write::Update {
+            key: keys::organization(&org.id),
+            ops: vec![UpdateOp::Add(POOL_COUNT.into(), 1)],
+            condition: Condition::equals(ACTIVE, true)
+                .and(Condition::Below(POOL_COUNT.into(), i64::try_from(max).unwrap_or(i64::MAX))),
+        };
+        let mut writes = vec![
+            Write::Put { item: pool.to_item()?, condition: Condition::NotExists },
+            name_claim(&pool)?,
+            pointer::create(&pool.id, &pool.key())?,
+            count,
+        ];
+        writes.extend(allowances);
+        match store.transact(writes).await {
+            Ok(()) => Ok(Some(pool)),
+            Err(e) if e.failed_write() == Some(1) => {
+                Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
+            }
+            Err(e) if e.failed_write() == Some(3) => Err(AgentsError::invalid(
+                Field::Attribute("name"),
+                format!(
+                    "organization {} already has {max} agent pool(s), the most it may have (HANGAR_MAX_AGENT_POOLS)",
+                    org.name
+                ),
+            )),
+            // A workspace it allows changed meanwhile.
+            Err(e) if e.failed_write().is_some_and(|i| i > 3) => Ok(None),
+            Err(e) => Err(e.into()),
         }
-        Err(e) if e.failed_write() == Some(3) => Err(AgentsError::invalid(
-            Field::Attribute("name"),
-            format!(
-                "organization {} already has {max} agent pool(s), the most it may have (HANGAR_MAX_AGENT_POOLS)",
-                org.name
-            ),
-        )),
-        other => other.map_err(AgentsError::from),
-    }?;
-    Ok((pool, org))
+    })
+    .await?;
+    let pool = created.ok_or_else(|| {
+        AgentsError::Conflict("The allowed workspaces are being changed by other requests; retry.".into())
+    })?;
+    Ok((pool, org.clone()))
 }
 
 /// The list's parameters.
@@ -158,16 +200,22 @@ pub async fn list(
     let mut matching: Vec<AgentPool> = all
         .into_iter()
         .filter(|pool| q.as_ref().is_none_or(|q| pool.name.to_lowercase().contains(q)))
+        // A name that names no workspace matches no pool, as in HCP Terraform.
         .filter(|pool| match &allowed_workspace {
             None => true,
-            Some(None) => pool.organization_scoped,
-            Some(Some(ws)) => pool.allows(&ws.id),
+            Some(None) => false,
+            Some(Some(ws)) => pool.allows(&ws.id) || pool.workspaces.contains(&ws.id),
         })
         .collect();
     match &query.sort {
         Some((field, descending)) => {
             matching.sort_by(|a, b| {
-                let order = if field == "name" { a.name.cmp(&b.name) } else { a.created_at.cmp(&b.created_at) };
+                // Names sort as HCP Terraform sorts them: case aside, then as written.
+                let order = if field == "name" {
+                    a.name.to_lowercase().cmp(&b.name.to_lowercase()).then_with(|| a.name.cmp(&b.name))
+                } else {
+                    a.created_at.cmp(&b.created_at)
+                };
                 if *descending {
                     order.reverse()
                 } else {
@@ -198,43 +246,39 @@ pub async fn update(
     if let Some(name) = &changes.name {
         names::check(name, names::AGENT_POOL).map_err(|e| AgentsError::name(Field::Attribute("name"), e))?;
     }
-    let allowed = match &changes.allowed_workspaces {
-        Some(entries) => Some(allowed_workspaces(store, &org, entries).await?),
-        None => None,
-    };
-    let (org, changes, allowed) = (&org, &changes, &allowed);
+    let (org, changes) = (&org, &changes);
     let updated = retry_on_race(|| async move {
         let current = load(store, &keys::agent_pool(&org.id, id)).await?;
         let mut pool = current.clone();
         if let Some(scoped) = changes.organization_scoped {
             pool.organization_scoped = scoped;
         }
-        if let Some(allowed) = &allowed {
-            pool.allowed_workspaces = allowed.clone();
+        // Scoping never moves a workspace off the pool: those on it stay, allowed or not.
+        let mut allowances = Vec::new();
+        if let Some(entries) = &changes.allowed_workspaces {
+            let listed = &current.allowed_workspaces;
+            (pool.allowed_workspaces, allowances) = allowed_workspaces(store, org, &pool.id, listed, entries).await?;
         }
-        if let Some(using) = pool.workspaces.iter().find(|ws| !pool.allows(ws)) {
-            return Err(AgentsError::invalid(
-                Field::Relationship("allowed-workspaces"),
-                format!("workspace {using} runs on this pool; it must stay allowed (or be moved off the pool first)"),
-            ));
-        }
-        let mut writes = Vec::new();
-        if let Some(name) = changes.name.as_ref().filter(|name| **name != current.name) {
+        let renamed = changes.name.as_ref().is_some_and(|name| *name != current.name);
+        if let Some(name) = changes.name.as_ref().filter(|_| renamed) {
             pool.name = name.clone();
+        }
+        let mut writes = vec![pool.put_if_unchanged(current.revision)?];
+        if renamed {
             writes.push(name_claim(&pool)?);
             let old = keys::agent_pool_name(&org.id, &current.name);
             writes.push(Write::Delete { key: old, condition: Condition::equals("pool_id", pool.id.clone()) });
         }
-        writes.insert(0, pool.put_if_unchanged(current.revision)?);
+        writes.extend(allowances);
         match store.transact(writes).await {
             Ok(()) => {
                 pool.revision = current.revision + 1;
                 Ok(Some(pool))
             }
-            Err(e) if e.failed_write() == Some(0) => Ok(None),
-            Err(e) if e.failed_write() == Some(1) => {
+            Err(e) if renamed && e.failed_write() == Some(1) => {
                 Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
             }
+            Err(e) if e.is_condition_failed() => Ok(None),
             Err(e) => Err(e.into()),
         }
     })
@@ -244,18 +288,34 @@ pub async fn update(
     Ok((pool, org.clone()))
 }
 
-/// Deletes the pool with its tokens and agents, and moves its workspaces off it.
+/// How many of the workspaces on a pool a refused delete names.
+const NAMED_IN_REFUSAL: usize = 10;
+
+/// Deletes the pool with its tokens and agents. As in HCP Terraform, a pool that workspaces run
+/// on is refused, naming them; every write is conditional on the pool being unchanged, so a
+/// workspace that joins the pool meanwhile makes the delete fail rather than point at nothing.
 pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
     let store = state.store.as_ref();
     let (pool, org) = get(state, principal, id, Permission::ManageAgentPools).await?;
-    let owned = super::owned_by_pool(state, &org.id, &pool.id).await?;
-    let mut writes = owned;
-    for ws_id in &pool.workspaces {
-        if let Some(workspace) = pointer::resolve::<Workspace>(store, ws_id).await? {
-            let ops = vec![UpdateOp::set("execution_mode", "remote"), UpdateOp::Remove("agent_pool_id".into())];
-            writes.push(Write::Update { key: workspace.key(), ops, condition: Condition::Exists });
+    if !pool.workspaces.is_empty() {
+        let mut names = Vec::new();
+        for ws_id in pool.workspaces.iter().take(NAMED_IN_REFUSAL) {
+            let workspace: Option<Workspace> = pointer::resolve(store, ws_id).await?;
+            names.push(workspace.map_or_else(|| ws_id.clone(), |ws| ws.name));
         }
+        let more = pool.workspaces.len().saturating_sub(NAMED_IN_REFUSAL);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        return Err(AgentsError::invalid(
+            Field::Document,
+            format!(
+                "Agent pool {} is used by workspaces {}{more}; move them to another pool or execution mode first.",
+                pool.name,
+                names.join(", ")
+            ),
+        ));
     }
+    let unchanged = Write::Check { key: pool.key(), condition: Condition::equals("revision", pool.revision) };
+    let writes = super::owned_by_pool(state, &org.id, &pool.id).await?;
     let finale = vec![
         Write::Delete { key: pool.key(), condition: Condition::equals("revision", pool.revision) },
         Write::Delete { key: keys::agent_pool_name(&org.id, &pool.name), condition: Condition::Always },
@@ -266,17 +326,21 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
             condition: Condition::Exists,
         },
     ];
-    // Pieces first and the pool last, so an interrupted delete leaves a pool to delete again.
-    let (pieces, last) = if writes.len() + finale.len() <= crate::store::MAX_TRANSACTION_WRITES {
+    // Pieces first and the pool last, so an interrupted delete leaves a pool to delete again;
+    // each piece checks the pool is unchanged.
+    let (pieces, last) = if writes.len() + finale.len() <= MAX_TRANSACTION_WRITES {
         (Vec::new(), writes.into_iter().chain(finale).collect::<Vec<_>>())
     } else {
         (writes, finale)
     };
-    for chunk in pieces.chunks(crate::store::MAX_TRANSACTION_WRITES) {
-        store.transact(chunk.to_vec()).await?;
-    }
-    store.transact(last).await.map_err(|e| match e.failed_write() {
+    let changed = |e: crate::store::StoreError| match e.failed_write() {
         Some(_) => AgentsError::Conflict("The agent pool changed while it was being deleted; retry.".into()),
         None => e.into(),
-    })
+    };
+    for chunk in pieces.chunks(MAX_TRANSACTION_WRITES - 1) {
+        let mut chunk = chunk.to_vec();
+        chunk.push(unchanged.clone());
+        store.transact(chunk).await.map_err(changed)?;
+    }
+    store.transact(last).await.map_err(changed)
 }

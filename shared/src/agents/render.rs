@@ -56,5 +56,6 @@ pub fn token(token: &AgentToken, secret: Option<&str>) -> Resource {
         }),
     )
     .to_one("agent-pool", "agent-pools", &token.pool_id)
+    .to_one_or_null("created-by", "users", token.created_by.as_deref())
     .link("self", format!("/api/v2/authentication-tokens/{}", token.id))
 }

@@ -13,7 +13,7 @@ use super::render;
 use super::tokens;
 use crate::accounts::access::Organization;
 use crate::accounts::workspaces::Workspace;
-use crate::api::{ApiError, Document, JsonApiBody, Listing, Resource};
+use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing, Resource};
 use crate::auth::{Permission, Principal};
 use crate::state::AppState;
 use crate::store::pointer;
@@ -75,6 +75,12 @@ fn pool_query(listing: &Listing) -> Result<PoolQuery> {
             Some((field.to_owned(), descending))
         }
     };
+    if listing.params.non_empty("filter[allowed_projects][name]").is_some() {
+        return Err(ApiError::invalid_parameter(
+            "filter[allowed_projects][name]",
+            "Hangar has no projects, so agent pools cannot be filtered by project",
+        ));
+    }
     Ok(PoolQuery {
         q: listing.params.non_empty("q").map(str::to_owned),
         sort,
@@ -104,6 +110,21 @@ struct PoolAttrs {
     organization_scoped: Option<bool>,
 }
 
+/// HCP Terraform scopes pools to projects and excludes workspaces from them; Hangar has no
+/// projects and no exclusions, so a request that asks for either is refused, never ignored. An
+/// empty list asks for nothing (the tfe provider sends one when it destroys such a resource).
+fn refuse_unsupported<A>(incoming: &Incoming<A>) -> Result<()> {
+    for (name, kind, why) in [
+        ("allowed-projects", "projects", "Hangar has no projects; scope the pool to workspaces with `allowed-workspaces`"),
+        ("excluded-workspaces", "workspaces", "Hangar does not exclude workspaces from a pool; list those allowed in `allowed-workspaces` and set `organization-scoped` to false"),
+    ] {
+        if incoming.to_many(name, kind)?.is_some_and(|entries| !entries.is_empty()) {
+            return Err(ApiError::invalid(format!("/data/relationships/{name}"), why));
+        }
+    }
+    Ok(())
+}
+
 async fn create_pool(
     State(state): State<AppState>,
     principal: Principal,
@@ -111,6 +132,7 @@ async fn create_pool(
     body: JsonApiBody,
 ) -> Result<Document> {
     let incoming = body.resource::<PoolAttrs>(&["agent-pools"])?;
+    refuse_unsupported(&incoming)?;
     let new = NewPool {
         name: incoming.attributes.name.clone().unwrap_or_default(),
         organization_scoped: incoming.attributes.organization_scoped,
@@ -128,7 +150,22 @@ async fn show_pool(
     listing: Listing,
 ) -> Result<Document> {
     let include = includes_workspaces(listing.params.non_empty("include"))?;
-    let (pool, org) = pools::get(&state, &principal, &id, Permission::Read).await?;
+    // A team's pool is in its own organization, so its agents are queried beside the pool's read
+    // (a query no batch can hold) rather than after it; used only if the pool proves to be there.
+    let store = state.store.as_ref();
+    let early = async {
+        match principal.org_id() {
+            Some(org_id) if !include => Some((org_id, agents::of_pool(store, org_id, &id).await)),
+            _ => None,
+        }
+    };
+    let (read, early) = futures::join!(pools::get(&state, &principal, &id, Permission::Read), early);
+    let (pool, org) = read?;
+    if let Some((org_id, agents)) = early.filter(|(org_id, _)| *org_id == pool.org_id) {
+        debug_assert_eq!(org_id, org.id);
+        let live = agents?.iter().filter(|a| a.counts(&state)).count();
+        return Ok(Document::one(render::pool(&pool, &org.name, live)));
+    }
     let (mut resources, included) = render_pools(&state, &org, &[pool], include).await?;
     let document = Document::one(resources.remove(0));
     Ok(if include { document.included(included) } else { document })
@@ -141,6 +178,7 @@ async fn update_pool(
     body: JsonApiBody,
 ) -> Result<Document> {
     let incoming = body.resource::<PoolAttrs>(&["agent-pools"])?;
+    refuse_unsupported(&incoming)?;
     let changes = PoolChanges {
         name: incoming.attributes.name.clone(),
         organization_scoped: incoming.attributes.organization_scoped,
@@ -174,7 +212,15 @@ async fn list_agents(
                 .with_timezone(&chrono::Utc),
         ),
     };
-    let (page, total) = agents::list(&state, &principal, &id, since, &listing.page).await?;
+    let status = listing.params.non_empty("filter[status]");
+    let statuses = [agents::IDLE, agents::BUSY, agents::UNKNOWN, agents::ERRORED, agents::EXITED];
+    if let Some(status) = status.filter(|status| !statuses.contains(status)) {
+        return Err(ApiError::invalid_parameter(
+            "filter[status]",
+            format!("`{status}` is not a status: use idle, busy, unknown, errored or exited"),
+        ));
+    }
+    let (page, total) = agents::list(&state, &principal, &id, since, status, &listing.page).await?;
     let resources = page.iter().map(|agent| render::agent(agent, &state)).collect();
     Ok(Document::page(resources, &listing.envelope(total)))
 }

@@ -6,11 +6,14 @@ use serde::{Deserialize, Serialize};
 use super::error::{AgentsError, Result};
 use super::pools::{self, AgentPool};
 use crate::accounts::access;
-use crate::api::timestamp;
+use crate::api::{timestamp, Field};
 use crate::auth::{hash_secret, new_secret, AgentGrant, Permission, Principal, TokenRecord};
 use crate::ids::{new_id, Kind};
 use crate::state::AppState;
 use crate::store::{keys, pointer, query_all_as, Condition, Item, Key, UpdateOp, Write};
+
+/// The longest token description, in characters.
+pub const MAX_DESCRIPTION_CHARS: usize = 255;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentToken {
@@ -21,6 +24,9 @@ pub struct AgentToken {
     pub description: Option<String>,
     pub created_at: String,
     pub last_used_at: Option<String>,
+    /// The user who created it, as `created-by` names it.
+    #[serde(default)]
+    pub created_by: Option<String>,
 }
 
 impl pointer::Addressed for AgentToken {
@@ -49,6 +55,16 @@ pub async fn create(
     description: Option<String>,
 ) -> Result<(AgentToken, String)> {
     let (pool, _) = pools::get(state, principal, pool_id, Permission::ManageAgentPools).await?;
+    // HCP Terraform requires a description (go-tfe refuses to send a token request without one).
+    if description.as_deref().is_none_or(|text| text.trim().is_empty()) {
+        return Err(AgentsError::invalid(Field::Attribute("description"), "`description` is required."));
+    }
+    if description.as_ref().is_some_and(|text| text.chars().count() > MAX_DESCRIPTION_CHARS) {
+        return Err(AgentsError::invalid(
+            Field::Attribute("description"),
+            format!("description is longer than {MAX_DESCRIPTION_CHARS} characters"),
+        ));
+    }
     let secret = new_secret();
     let token = AgentToken {
         id: new_id("at"),
@@ -58,6 +74,7 @@ pub async fn create(
         description,
         created_at: timestamp(chrono::Utc::now()),
         last_used_at: None,
+        created_by: Some(crate::accounts::render::user_id(principal)),
     };
     let grant = AgentGrant { org_id: pool.org_id.clone(), pool_id: pool.id.clone(), token_id: token.id.clone() };
     let record = TokenRecord {

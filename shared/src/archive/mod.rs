@@ -2,13 +2,16 @@
 //! before its version is marked `ok`. The archive is read once, as a stream: the upload is
 //! counted and hashed, inflated, and walked entry by entry, so memory stays flat whatever the
 //! archive's size, and anything unsafe to unpack or over a limit is refused with a message the
-//! uploader can act on. Nothing is written anywhere.
+//! uploader can act on. Nothing is written anywhere. The module's Terraform files are kept on the
+//! way (within a budget of their own) and read into its metadata (`terraform.rs`).
 
 mod error;
 mod inflated;
 mod limits;
 mod paths;
 mod repack;
+mod sources;
+mod terraform;
 mod upload;
 mod walk;
 
@@ -25,6 +28,7 @@ use tokio_util::io::SyncIoBridge;
 pub use error::{ArchiveError, LinkKind};
 pub use limits::ArchiveLimits;
 pub use repack::strip_top_directory;
+pub use terraform::{Input, ModuleCall, ModuleDirectory, ModuleMetadata, Output, ProviderDependency, Resource};
 
 use error::shown;
 use inflated::{discard, Inflated, InflatedStop, Tally};
@@ -36,7 +40,7 @@ use walk::{Failure, Walk};
 const BUFFER_BYTES: usize = 64 * 1024;
 
 /// What inspection learned about a valid archive.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ArchiveSummary {
     /// Names of the `.tf` and `.tf.json` files at the archive root, sorted.
     pub root_module_files: Vec<String>,
@@ -50,6 +54,8 @@ pub struct ArchiveSummary {
     pub uncompressed_bytes: u64,
     /// Hex SHA-256 of the archive as uploaded.
     pub sha256: String,
+    /// What the module's Terraform files declare (read from the same stream).
+    pub metadata: ModuleMetadata,
 }
 
 /// Inspects the archive read from `source`, which is consumed as a stream. The work runs on
@@ -101,6 +107,7 @@ pub fn inspect_sync(source: impl Read, limits: ArchiveLimits) -> Result<ArchiveS
         });
     }
     Ok(ArchiveSummary {
+        metadata: terraform::read(&findings.sources),
         root_module_files: findings.root_module_files,
         readme: findings.readme,
         entries: findings.entries,

@@ -10,6 +10,7 @@ use super::error::{shown, ArchiveError, LinkKind};
 use super::inflated::{discard, Tally};
 use super::limits::{ArchiveLimits, HEADER_CAP, README_CAP};
 use super::paths::{check_target, normalise, PathProblem, TargetProblem};
+use super::sources::{is_module_file, readme_rank, ModuleSources, Wanted};
 
 /// Why the walk stopped: a refusal of its own, or an error reading the stream that the caller
 /// still has to explain.
@@ -38,6 +39,7 @@ pub(super) struct Findings {
     /// The single top-level directory every entry lives under, when there is one and it holds
     /// `.tf` files directly.
     pub(super) module_subdirectory: Option<String>,
+    pub(super) sources: ModuleSources,
 }
 
 enum Kind {
@@ -63,6 +65,7 @@ pub(super) struct Walk<'t> {
     layout: Layout,
     symlinks: HashSet<String>,
     path: String,
+    sources: ModuleSources,
 }
 
 impl<'t> Walk<'t> {
@@ -76,6 +79,7 @@ impl<'t> Walk<'t> {
             layout: Layout::Unknown,
             symlinks: HashSet::new(),
             path: String::new(),
+            sources: ModuleSources::default(),
         }
     }
 
@@ -131,7 +135,35 @@ impl<'t> Walk<'t> {
                 }
             }
         }
+        if matches!(kind, Kind::File) {
+            if let Some((directory, name, wanted)) = ModuleSources::wants(&self.path) {
+                let (directory, name) = (directory.to_owned(), name.to_owned());
+                self.keep_source(&directory, &name, wanted, &mut entry)?;
+            }
+        }
         Ok(discard(&mut entry, scratch)?)
+    }
+
+    /// Keeps a file the metadata reads, within the sources' budget.
+    fn keep_source<R: Read>(
+        &mut self,
+        directory: &str,
+        name: &str,
+        wanted: Wanted,
+        entry: &mut Entry<'_, R>,
+    ) -> io::Result<()> {
+        if let Wanted::Readme(rank) = wanted {
+            if !self.sources.takes_readme(directory, rank) {
+                return Ok(());
+            }
+        }
+        let size = entry.size();
+        let take = size.min(self.sources.room());
+        let mut text = Vec::with_capacity(take as usize);
+        Read::take(&mut *entry, take).read_to_end(&mut text)?;
+        let complete = text.len() as u64 == size;
+        self.sources.keep(directory, name, wanted, text, complete);
+        Ok(())
     }
 
     /// Checks the entry's raw path and leaves its normalised form in `self.path`.
@@ -216,6 +248,7 @@ impl<'t> Walk<'t> {
             root_module_files: self.root_module_files,
             readme: self.readme.map(|(_, text)| utf8_prefix(text)),
             module_subdirectory,
+            sources: self.sources,
         }
     }
 }
@@ -237,21 +270,6 @@ fn kind_of(entry_type: EntryType, path: &str) -> Result<Kind, ArchiveError> {
             return Err(ArchiveError::UnsupportedEntry { path: path(), kind });
         }
     })
-}
-
-/// Whether Terraform loads `name` as part of a module: `.tf` or `.tf.json`, not hidden.
-fn is_module_file(name: &str) -> bool {
-    (name.ends_with(".tf") || name.ends_with(".tf.json")) && !name.starts_with('.')
-}
-
-fn readme_rank(name: &str) -> Option<u8> {
-    if name.eq_ignore_ascii_case("README.md") {
-        Some(2)
-    } else if name.eq_ignore_ascii_case("README") {
-        Some(1)
-    } else {
-        None
-    }
 }
 
 /// The README as text; a character cut in two by the size cap is dropped rather than replaced.

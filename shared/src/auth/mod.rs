@@ -4,7 +4,7 @@
 
 mod principal;
 
-use axum::extract::FromRequestParts;
+use axum::extract::{FromRequestParts, RawPathParams};
 use axum::http::{header, request::Parts};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -53,10 +53,49 @@ impl TokenRecord {
 /// Resolves a presented secret to its principal: one item read, then a constant-time check.
 pub async fn resolve(store: &dyn ItemStore, secret: &str) -> Result<Option<Principal>, StoreError> {
     let hash = hash_secret(secret);
-    let Some(item) = store.get(&keys::token(&hash)).await? else { return Ok(None) };
+    principal_of(store.get(&keys::token(&hash)).await?, &hash)
+}
+
+/// The principal of a token's item, if its stored hash is `hash` (compared in constant time).
+fn principal_of(item: Option<Item>, hash: &str) -> Result<Option<Principal>, StoreError> {
+    let Some(item) = item else { return Ok(None) };
     let record: TokenRecord = item.parse()?;
     let matches: bool = record.hash.as_bytes().ct_eq(hash.as_bytes()).into();
     Ok(matches.then_some(record.principal))
+}
+
+/// The item that maps an organization's name to its id, as read with a token (see [`Scoped`]):
+/// `None` when no organization has the name.
+#[derive(Debug, Clone)]
+pub struct NameRead {
+    pub name: String,
+    pub marker: Option<Item>,
+}
+
+/// A caller of a path under one organization, named by its `{org}` or `{namespace}` segment: the
+/// principal, and the organization's name marker read in the same BatchGetItem as the token, so
+/// locating the organization costs no round trip of its own, whoever the caller is (a team's
+/// token names its organization; the site admin's does not).
+#[derive(Debug, Clone)]
+pub struct Scoped {
+    pub principal: Principal,
+    pub name: Option<NameRead>,
+}
+
+/// Resolves a secret and, in the same BatchGetItem, the name marker of the organization `name`.
+pub async fn resolve_scoped(
+    store: &dyn ItemStore,
+    secret: &str,
+    name: Option<&str>,
+) -> Result<Option<Scoped>, StoreError> {
+    let hash = hash_secret(secret);
+    let Some(name) = name else {
+        return Ok(principal_of(store.get(&keys::token(&hash)).await?, &hash)?
+            .map(|principal| Scoped { principal, name: None }));
+    };
+    let mut found = store.get_many(&[keys::token(&hash), keys::organization_name(name)]).await?.into_iter();
+    let Some(principal) = principal_of(found.next().flatten(), &hash)? else { return Ok(None) };
+    Ok(Some(Scoped { principal, name: Some(NameRead { name: name.to_owned(), marker: found.next().flatten() }) }))
 }
 
 /// The bootstrap record of the site-admin token: which hash was installed last.
@@ -141,6 +180,23 @@ impl FromRequestParts<AppState> for Principal {
         match resolve(state.store.as_ref(), secret).await? {
             Some(Principal::Agent(_)) | None => Err(ApiError::unauthorized()),
             Some(principal) => Ok(principal),
+        }
+    }
+}
+
+/// A caller of a path under one organization: a site-admin or team token, as [`Principal`].
+impl FromRequestParts<AppState> for Scoped {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?.to_owned();
+        let params = RawPathParams::from_request_parts(parts, state).await.ok();
+        // The management API names the organization `{org}`; the registry protocol, `{namespace}`.
+        let param = |wanted: &str| params.as_ref()?.iter().find(|(key, _)| *key == wanted).map(|(_, value)| value);
+        let name = param("org").or_else(|| param("namespace"));
+        match resolve_scoped(state.store.as_ref(), &secret, name).await? {
+            Some(Scoped { principal: Principal::Agent(_), .. }) | None => Err(ApiError::unauthorized()),
+            Some(scoped) => Ok(scoped),
         }
     }
 }

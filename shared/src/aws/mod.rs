@@ -5,6 +5,7 @@
 
 mod errors;
 mod sdk;
+mod web_identity;
 
 use std::fmt;
 use std::sync::Arc;
@@ -28,6 +29,32 @@ pub struct CloudSettings {
     /// Retries of recoverable errors: -1 (or any negative) for the SDK's default, else
     /// `max_retries + 1` attempts in all.
     pub max_retries: i64,
+    /// Plugin workload identity: the calls are signed with credentials of `role_arn`, assumed
+    /// with an identity token Hangar signs (instead of static keys or the default chain).
+    pub web_identity: Option<WebIdentity>,
+}
+
+/// What [`CloudSettings::web_identity`] assumes, and with which tokens.
+#[derive(Clone)]
+pub struct WebIdentity {
+    pub role_arn: String,
+    pub token: crate::identity::TokenRequest,
+    pub signer: crate::identity::SharedTokenSigner,
+}
+
+/// Two settings are the same client when they assume the same role with the same tokens.
+impl PartialEq for WebIdentity {
+    fn eq(&self, other: &Self) -> bool {
+        self.role_arn == other.role_arn && self.token == other.token && Arc::ptr_eq(&self.signer, &other.signer)
+    }
+}
+
+impl Eq for WebIdentity {}
+
+impl fmt::Debug for WebIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebIdentity").field("role_arn", &self.role_arn).field("token", &self.token).finish()
+    }
 }
 
 impl fmt::Debug for CloudSettings {
@@ -39,6 +66,7 @@ impl fmt::Debug for CloudSettings {
             .field("iam_endpoint", &self.iam_endpoint)
             .field("sts_endpoint", &self.sts_endpoint)
             .field("max_retries", &self.max_retries)
+            .field("web_identity", &self.web_identity)
             .finish()
     }
 }
@@ -52,6 +80,15 @@ pub struct IamUser {
     pub id: String,
     /// The user's ARN, path included.
     pub arn: String,
+}
+
+/// What [`Cloud::delete_user`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deletion {
+    /// The user existed, and it is gone now with everything it held.
+    Deleted,
+    /// IAM knew no such user when asked first.
+    Absent,
 }
 
 /// A newly created access key: the only time IAM reveals its secret.
@@ -76,6 +113,46 @@ pub struct AccessKeyInfo {
     pub id: String,
     /// When the key was created, which orders keys for rotation.
     pub created: Option<DateTime<Utc>>,
+}
+
+/// How long STS credentials are asked to live: whole seconds within what some STS call accepts
+/// (15 minutes to 36 hours), so that it reaches the SDK's `i32` without a cast that could wrap.
+/// Each call's own, narrower, limit is the caller's to check (`AssumeRole`: at most 12 hours).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct StsDuration(i32);
+
+impl StsDuration {
+    /// The shortest lifetime STS grants: 15 minutes.
+    pub const MIN_SECS: u64 = 900;
+    /// The longest `sts:AssumeRole` grants: 12 hours (a role's own maximum may be lower).
+    pub const ASSUME_ROLE_MAX_SECS: u64 = 43_200;
+    /// The longest `sts:GetFederationToken` and `sts:GetSessionToken` grant: 36 hours.
+    pub const MAX_SECS: u64 = 129_600;
+
+    /// `secs` seconds, if within [`Self::MIN_SECS`]..=[`Self::MAX_SECS`].
+    pub fn from_secs(secs: u64) -> Option<Self> {
+        (Self::MIN_SECS..=Self::MAX_SECS).contains(&secs).then(|| i32::try_from(secs).ok().map(Self)).flatten()
+    }
+
+    /// The lifetime in seconds.
+    pub fn secs(self) -> u64 {
+        u64::from(self.0.unsigned_abs())
+    }
+
+    /// The lifetime as the SDK's `DurationSeconds` takes it.
+    pub fn as_duration_seconds(self) -> i32 {
+        self.0
+    }
+}
+
+/// An IAM group's policies, as STS calls combine them: the inline documents (decoded JSON) and
+/// the attached managed policies' ARNs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupPolicies {
+    /// The inline policy documents, in IAM's order.
+    pub documents: Vec<String>,
+    /// The ARNs of the attached managed policies.
+    pub policy_arns: Vec<String>,
 }
 
 /// Temporary credentials from STS.
@@ -309,10 +386,17 @@ pub trait Cloud: Send + Sync + 'static {
     /// Deletes an access key of a user; `None`: of the caller's own user.
     async fn delete_access_key(&self, user: Option<&str>, key_id: &str) -> Result<(), CloudError>;
 
-    /// Deletes a user and everything attached, as Vault's revocation does: access keys, inline
-    /// policies, attached managed policies, group memberships, login profile, then the user.
-    /// A user (or a piece of it) already gone is not an error.
-    async fn delete_user(&self, name: &str) -> Result<(), CloudError>;
+    /// Deletes a user and everything it holds, which IAM requires gone first: access keys,
+    /// inline and attached policies, group memberships, login profile, MFA devices, SSH public
+    /// keys, signing certificates and service-specific credentials, then the user. A piece
+    /// already gone is not an error; a user IAM did not know from the first call is
+    /// [`Deletion::Absent`], which right after creation may be IAM's eventual consistency, so
+    /// the caller decides what it means.
+    async fn delete_user(&self, name: &str) -> Result<Deletion, CloudError>;
+
+    /// Reads a group's inline policy documents and attached managed policy ARNs (all pages), as
+    /// Vault's `getGroupPolicies` does for STS roles with `iam_groups`.
+    async fn group_policies(&self, group: &str) -> Result<GroupPolicies, CloudError>;
 
     /// Assumes a role; `policy` and `policy_arns` narrow what the session may do.
     async fn assume_role(
@@ -321,7 +405,7 @@ pub trait Cloud: Send + Sync + 'static {
         session_name: &str,
         policy: Option<&str>,
         policy_arns: &[String],
-        duration_secs: i32,
+        duration: StsDuration,
     ) -> Result<StsCredentials, CloudError>;
 
     /// Gets credentials of a federated user `name`, limited by `policy` and `policy_arns`.
@@ -330,13 +414,13 @@ pub trait Cloud: Send + Sync + 'static {
         name: &str,
         policy: Option<&str>,
         policy_arns: &[String],
-        duration_secs: i32,
+        duration: StsDuration,
     ) -> Result<StsCredentials, CloudError>;
 
     /// Gets a session token for the caller's own user, with MFA when `mfa_serial` is given.
     async fn get_session_token(
         &self,
-        duration_secs: i32,
+        duration: StsDuration,
         mfa_serial: Option<&str>,
         mfa_code: Option<&str>,
     ) -> Result<StsCredentials, CloudError>;
@@ -345,8 +429,8 @@ pub trait Cloud: Send + Sync + 'static {
 /// A [`Cloud`] shared between requests.
 pub type SharedCloud = Arc<dyn Cloud>;
 
-/// Builds the real implementation: static keys when given (the highest-precedence source),
-/// else the default AWS credential chain (env vars, shared files, then the container/instance
+/// Builds the real implementation: workload identity when configured, else static keys when
+/// given, else the default AWS credential chain (env vars, shared files, then the container/instance
 /// role — on Lambda the function's role). Honours region, the two endpoints and max_retries.
 /// The clients are built once here and reused by every call.
 pub async fn connect(settings: &CloudSettings) -> SharedCloud {

@@ -9,7 +9,11 @@ use aws_sdk_iam::types::Tag;
 use aws_sdk_sts::types::PolicyDescriptorType;
 
 use super::errors::{incomplete, timestamp, unless_gone, OrCloudError};
-use super::{AccessKey, AccessKeyInfo, Cloud, CloudError, CloudSettings, Fault, IamUser, StsCredentials};
+use super::web_identity::WebIdentityCredentials;
+use super::{
+    AccessKey, AccessKeyInfo, Cloud, CloudError, CloudSettings, Deletion, Fault, GroupPolicies, IamUser,
+    StsCredentials, StsDuration,
+};
 
 /// The provider name the SDK reports for the engine's static root keys.
 const STATIC_PROVIDER: &str = "broker-config";
@@ -23,7 +27,10 @@ pub(super) struct SdkCloud {
 impl SdkCloud {
     pub(super) async fn connect(settings: &CloudSettings) -> Self {
         let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(settings.region.clone()));
-        if let (Some(access_key), Some(secret_key)) = (&settings.access_key, &settings.secret_key) {
+        if settings.web_identity.is_some() {
+            // The identity's credentials are set on each client below; no chain is searched.
+            loader = loader.no_credentials();
+        } else if let (Some(access_key), Some(secret_key)) = (&settings.access_key, &settings.secret_key) {
             let credentials = Credentials::new(access_key, secret_key, None, None, STATIC_PROVIDER);
             loader = loader.credentials_provider(credentials);
         }
@@ -41,7 +48,62 @@ impl SdkCloud {
         if let Some(endpoint) = endpoint(&settings.sts_endpoint) {
             sts = sts.endpoint_url(endpoint);
         }
+        if let Some(identity) = &settings.web_identity {
+            let assumer = aws_sdk_sts::Client::from_conf(sts.clone().build());
+            let provider = WebIdentityCredentials { sts: assumer, identity: identity.clone() };
+            let provider = aws_credential_types::provider::SharedCredentialsProvider::new(provider);
+            iam = iam.credentials_provider(provider.clone());
+            sts = sts.credentials_provider(provider);
+        }
         Self { iam: aws_sdk_iam::Client::from_conf(iam.build()), sts: aws_sdk_sts::Client::from_conf(sts.build()) }
+    }
+}
+
+impl SdkCloud {
+    /// Removes the credentials a user may hold besides access keys and a password: MFA devices
+    /// (deactivated, and deleted when virtual), SSH public keys, signing certificates and
+    /// service-specific credentials. IAM refuses to delete a user that holds any.
+    async fn delete_credentials(&self, name: &str) -> Result<(), CloudError> {
+        let devices = self.iam.list_mfa_devices().user_name(name).into_paginator().items().send();
+        for device in unless_gone(devices.try_collect().await.or_cloud("iam:ListMFADevices"))? {
+            let serial = device.serial_number();
+            let request = self.iam.deactivate_mfa_device().user_name(name).serial_number(serial);
+            unless_gone(request.send().await.or_cloud("iam:DeactivateMFADevice").map(drop))?;
+            // A virtual device's serial is its ARN (`arn:aws:iam::<account>:mfa/<name>`).
+            if serial.starts_with("arn:") {
+                let request = self.iam.delete_virtual_mfa_device().serial_number(serial);
+                unless_gone(request.send().await.or_cloud("iam:DeleteVirtualMFADevice").map(drop))?;
+            }
+        }
+
+        let ssh_keys = self.iam.list_ssh_public_keys().user_name(name).into_paginator().items().send();
+        for key in unless_gone(ssh_keys.try_collect().await.or_cloud("iam:ListSSHPublicKeys"))? {
+            let request = self.iam.delete_ssh_public_key().user_name(name).ssh_public_key_id(key.ssh_public_key_id());
+            unless_gone(request.send().await.or_cloud("iam:DeleteSSHPublicKey").map(drop))?;
+        }
+
+        let certificates = self.iam.list_signing_certificates().user_name(name).into_paginator().items().send();
+        for certificate in unless_gone(certificates.try_collect().await.or_cloud("iam:ListSigningCertificates"))? {
+            let request =
+                self.iam.delete_signing_certificate().user_name(name).certificate_id(certificate.certificate_id());
+            unless_gone(request.send().await.or_cloud("iam:DeleteSigningCertificate").map(drop))?;
+        }
+
+        let listed = self.iam.list_service_specific_credentials().user_name(name).send().await;
+        let listed = unless_gone(
+            listed
+                .or_cloud("iam:ListServiceSpecificCredentials")
+                .map(|output| output.service_specific_credentials.unwrap_or_default()),
+        )?;
+        for credential in &listed {
+            let request = self
+                .iam
+                .delete_service_specific_credential()
+                .user_name(name)
+                .service_specific_credential_id(credential.service_specific_credential_id());
+            unless_gone(request.send().await.or_cloud("iam:DeleteServiceSpecificCredential").map(drop))?;
+        }
+        Ok(())
     }
 }
 
@@ -67,6 +129,25 @@ fn sts_credentials(
         expiration: timestamp(credentials.expiration()),
         arn: arn.map(str::to_owned),
     })
+}
+
+/// `raw` with its `%XX` escapes decoded; `None` when an escape is malformed or the result is
+/// not UTF-8.
+fn percent_decoded(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = bytes.get(i + 1..i + 3).filter(|hex| hex.iter().all(u8::is_ascii_hexdigit))?;
+            out.push(u8::from_str_radix(std::str::from_utf8(hex).ok()?, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn policy_descriptors(policy_arns: &[String]) -> Option<Vec<PolicyDescriptorType>> {
@@ -145,9 +226,9 @@ impl Cloud for SdkCloud {
         request.send().await.or_cloud("iam:DeleteAccessKey").map(drop)
     }
 
-    async fn delete_user(&self, name: &str) -> Result<(), CloudError> {
+    async fn delete_user(&self, name: &str) -> Result<Deletion, CloudError> {
         let keys = match self.list_access_keys(Some(name)).await {
-            Err(CloudError::NotFound(_)) => return Ok(()),
+            Err(CloudError::NotFound(_)) => return Ok(Deletion::Absent),
             keys => keys?,
         };
         for key in keys {
@@ -175,7 +256,28 @@ impl Cloud for SdkCloud {
 
         let profile = self.iam.delete_login_profile().user_name(name).send().await;
         unless_gone(profile.or_cloud("iam:DeleteLoginProfile").map(drop))?;
-        unless_gone(self.iam.delete_user().user_name(name).send().await.or_cloud("iam:DeleteUser").map(drop))
+        self.delete_credentials(name).await?;
+        unless_gone(self.iam.delete_user().user_name(name).send().await.or_cloud("iam:DeleteUser").map(drop))?;
+        Ok(Deletion::Deleted)
+    }
+
+    async fn group_policies(&self, group: &str) -> Result<GroupPolicies, CloudError> {
+        let attached = self.iam.list_attached_group_policies().group_name(group).into_paginator().items().send();
+        let attached = attached.try_collect().await.or_cloud("iam:ListAttachedGroupPolicies")?;
+        let policy_arns = attached.iter().filter_map(|policy| policy.policy_arn()).map(str::to_owned).collect();
+        let names = self.iam.list_group_policies().group_name(group).into_paginator().items().send();
+        let names = names.try_collect().await.or_cloud("iam:ListGroupPolicies")?;
+        let mut documents = Vec::with_capacity(names.len());
+        for name in names {
+            const OP: &str = "iam:GetGroupPolicy";
+            let output = self.iam.get_group_policy().group_name(group).policy_name(name).send().await.or_cloud(OP)?;
+            // IAM returns inline documents URL-encoded (RFC 3986), as Vault's QueryUnescape expects.
+            let document = percent_decoded(output.policy_document()).ok_or_else(|| {
+                CloudError::Invalid(Fault::refused(OP, "the policy document is not URL-encoded UTF-8"))
+            })?;
+            documents.push(document);
+        }
+        Ok(GroupPolicies { documents, policy_arns })
     }
 
     async fn assume_role(
@@ -184,7 +286,7 @@ impl Cloud for SdkCloud {
         session_name: &str,
         policy: Option<&str>,
         policy_arns: &[String],
-        duration_secs: i32,
+        duration: StsDuration,
     ) -> Result<StsCredentials, CloudError> {
         const OP: &str = "sts:AssumeRole";
         let output = self
@@ -194,7 +296,7 @@ impl Cloud for SdkCloud {
             .role_session_name(session_name)
             .set_policy(policy.map(str::to_owned))
             .set_policy_arns(policy_descriptors(policy_arns))
-            .duration_seconds(duration_secs)
+            .duration_seconds(duration.as_duration_seconds())
             .send()
             .await
             .or_cloud(OP)?;
@@ -206,7 +308,7 @@ impl Cloud for SdkCloud {
         name: &str,
         policy: Option<&str>,
         policy_arns: &[String],
-        duration_secs: i32,
+        duration: StsDuration,
     ) -> Result<StsCredentials, CloudError> {
         const OP: &str = "sts:GetFederationToken";
         let output = self
@@ -215,7 +317,7 @@ impl Cloud for SdkCloud {
             .name(name)
             .set_policy(policy.map(str::to_owned))
             .set_policy_arns(policy_descriptors(policy_arns))
-            .duration_seconds(duration_secs)
+            .duration_seconds(duration.as_duration_seconds())
             .send()
             .await
             .or_cloud(OP)?;
@@ -224,7 +326,7 @@ impl Cloud for SdkCloud {
 
     async fn get_session_token(
         &self,
-        duration_secs: i32,
+        duration: StsDuration,
         mfa_serial: Option<&str>,
         mfa_code: Option<&str>,
     ) -> Result<StsCredentials, CloudError> {
@@ -232,7 +334,7 @@ impl Cloud for SdkCloud {
         let output = self
             .sts
             .get_session_token()
-            .duration_seconds(duration_secs)
+            .duration_seconds(duration.as_duration_seconds())
             .set_serial_number(mfa_serial.map(str::to_owned))
             .set_token_code(mfa_code.map(str::to_owned))
             .send()

@@ -1,6 +1,7 @@
 //! A mount's `config/root` (the cloud account's credentials and endpoints; the secret key is
 //! sealed at rest and never returned), the AWS client it yields, the rotation of its key
-//! (`config/rotate-root`), and `config/lease`.
+//! (`config/rotate-root`), and `config/lease`; and the rebinding of the broker's format-1 sealed
+//! values ([`reseal_value`]).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,14 +12,17 @@ use serde_json::{json, Map, Value};
 use super::error::{BrokerError, Result};
 use super::mounts::Mount;
 use super::{duration, template};
-use crate::aws::{CloudSettings, SharedCloud};
+use crate::aws::{CloudSettings, SharedCloud, WebIdentity};
 use crate::config::Edition;
-use crate::seal::SealContext;
+use crate::identity::{self, TokenRequest};
+use crate::seal::{self, Rebound, Resealed, SealContext};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item, ItemStore};
+use crate::store::{keys, Condition, Item, ItemStore, UpdateOp};
 
 /// What Vault's lease defaults to when `config/lease` was never written (its system TTL).
 const DEFAULT_LEASE: Duration = Duration::from_secs(768 * 3600);
+/// Vault's default lifetime of a plugin identity token.
+const DEFAULT_IDENTITY_TOKEN_TTL: u64 = 3600;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RootConfig {
@@ -141,7 +145,7 @@ pub fn root_data(config: &RootConfig, edition: Edition) -> Value {
     if edition == Edition::Enterprise {
         data["role_arn"] = json!(config.role_arn.clone().unwrap_or_default());
         data["identity_token_audience"] = json!(config.identity_token_audience.clone().unwrap_or_default());
-        data["identity_token_ttl"] = json!(config.identity_token_ttl.unwrap_or(3600));
+        data["identity_token_ttl"] = json!(config.identity_token_ttl.unwrap_or(DEFAULT_IDENTITY_TOKEN_TTL));
     }
     data
 }
@@ -206,10 +210,26 @@ pub async fn rotate_root(state: &AppState, mount: &Mount) -> Result<String> {
     root.sealed_secret_key =
         Some(state.sealer.seal_for(&SealContext::broker_root_key(&mount.uuid), &new.secret).await?);
     let stored = Item::from_value(keys::mount_config(&mount.uuid, "root"), &root)?;
-    state.store.put(stored, Condition::Always).await?;
-    // The old key goes only once the new one is stored; until then both work.
+    // Stored only over the key it replaces: of two rotations at once, one stores its key and
+    // the other deletes its own.
+    if let Err(e) = state.store.put(stored, Condition::equals("access_key", old.clone())).await {
+        if let Err(undo) = cloud.delete_access_key(Some(&user.name), &new.id).await {
+            tracing::warn!(key = %new.id, error = %undo, "an unstored new root key could not be deleted");
+        }
+        return Err(match e.is_condition_failed() {
+            true => BrokerError::Upstream("config/root was changed by another request; try again".into()),
+            false => e.into(),
+        });
+    }
+    // The old key goes only once the new one is stored; until then both work. A failure is
+    // reported, as Vault reports it: the old key still works, and its holder should know.
     if let Err(e) = cloud.delete_access_key(Some(&user.name), &old).await {
-        tracing::warn!(error = %e, "the previous root key could not be deleted");
+        tracing::warn!(key = %old, error = %e, "the previous root key could not be deleted");
+        let code = e.fault().code().map(|code| format!(" ({code})")).unwrap_or_default();
+        return Err(BrokerError::Upstream(format!(
+            "the new root key {} is stored, but deleting the previous key {old} failed{code}: delete it in IAM",
+            new.id
+        )));
     }
     Ok(new.id)
 }
@@ -228,7 +248,71 @@ pub async fn cloud_settings(state: &AppState, mount: &Mount, config: &RootConfig
         iam_endpoint: config.iam_endpoint.clone(),
         sts_endpoint: config.sts_endpoint.clone(),
         max_retries: config.max_retries,
+        web_identity: web_identity(state, mount, config)?,
     })
+}
+
+/// Plugin workload identity (enterprise): the mount's `role_arn`, assumed with identity tokens
+/// for its `identity_token_audience`, signed by this deployment's key and issued at its
+/// public address (which AWS fetches the keys from).
+fn web_identity(state: &AppState, mount: &Mount, config: &RootConfig) -> Result<Option<WebIdentity>> {
+    let (Some(role_arn), Some(audience)) = (&config.role_arn, &config.identity_token_audience) else {
+        return Ok(None);
+    };
+    let signer = state.identity.clone().ok_or_else(|| {
+        BrokerError::invalid(
+            "workload identity needs a signing key: this deployment sets no HANGAR_IDENTITY_KMS_KEY_ID",
+        )
+    })?;
+    let base_url = state.config.public_url.clone().ok_or_else(|| {
+        BrokerError::invalid("workload identity needs HANGAR_PUBLIC_URL: AWS reads the issuer's keys there")
+    })?;
+    let token = TokenRequest {
+        base_url,
+        audience: audience.clone(),
+        subject: identity::mount_subject(&mount.uuid),
+        ttl_secs: config.identity_token_ttl.unwrap_or(DEFAULT_IDENTITY_TOKEN_TTL),
+    };
+    Ok(Some(WebIdentity { role_arn: role_arn.clone(), token, signer }))
+}
+
+/// Rebinds the mount's root key if it is still in format 1 (sealed before contexts existed).
+pub async fn reseal_root_key(state: &AppState, mount: &Mount, tally: &mut Resealed) -> Result<()> {
+    let Some(item) = state.store.get(&keys::mount_config(&mount.uuid, "root")).await? else { return Ok(()) };
+    reseal_value(state, &item, "sealed_secret_key", &SealContext::broker_root_key(&mount.uuid), tally).await
+}
+
+/// Rebinds the format-1 value of `item`'s attribute `attribute` to `context`, the record that
+/// holds it, with an update conditional on the attribute being unchanged: a concurrent write
+/// (a new `config/root`, a rotation) wins, and the value is counted as left for the next run.
+/// A value that opens nowhere is left as it is, logged by kind and record (never the value).
+pub async fn reseal_value(
+    state: &AppState,
+    item: &Item,
+    attribute: &str,
+    context: &SealContext,
+    tally: &mut Resealed,
+) -> Result<()> {
+    let Some(sealed) = item.attrs.get(attribute).and_then(Value::as_str) else { return Ok(()) };
+    let outcome = seal::rebind(state.sealer.as_ref(), context, sealed).await?;
+    let written = match &outcome {
+        Rebound::Rewritten(bound) => {
+            let ops = vec![UpdateOp::set(attribute, bound.as_str())];
+            match state.store.update(&item.key, ops, Condition::equals(attribute, sealed)).await {
+                Ok(_) => true,
+                Err(e) if e.is_condition_failed() => false,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Rebound::Unreadable => {
+            let (kind, record) = (context.kind().as_str(), context.record());
+            tracing::warn!(kind, record, "a format-1 sealed value opens with no key here; left as it is");
+            false
+        }
+        Rebound::Bound => false,
+    };
+    tally.count(&outcome, written);
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]

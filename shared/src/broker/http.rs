@@ -74,9 +74,9 @@ impl IntoResponse for VaultResponse {
     }
 }
 
+/// A random (version 4) UUID, as Vault's request ids are.
 fn request_id() -> String {
-    let raw = crate::ids::random_token(32).to_lowercase();
-    format!("{}-{}-{}-{}-{}", &raw[..8], &raw[8..12], &raw[12..16], &raw[16..20], &raw[20..32])
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// Rewrites `LIST /v1/…` as `GET /v1/…?list=true`.

@@ -5,18 +5,27 @@
 //!
 //! A lease belongs to the token it was issued to, as in Vault: it is listed under that token's
 //! accessor (so revoking the token revokes it) and never outlives the token, renewals included.
+//!
+//! STS credentials are leased too, as Vault leases them, though AWS cannot revoke them (they
+//! expire): their lease is a record that lookup finds and revocation removes, never renewable.
+//!
+//! A lease id starts with its mount's path and is the key of its record within the mount's
+//! partition, so the leases under a prefix (`sys/leases/revoke-prefix`, `LIST
+//! sys/leases/lookup`) are one query of one mount, or of each mount below a prefix that spans
+//! several (`teams` over `teams/payments` and `teams/ops`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use super::config::{self, MountClouds};
 use super::error::{BrokerError, Result};
+use super::intents;
 use super::mounts::{self, Mount};
-use crate::aws::SharedCloud;
+use crate::aws::{Deletion, SharedCloud};
 use crate::state::AppState;
-use crate::store::{keys, schedule, Condition, Index, Item, ItemStore, UpdateOp, Write};
+use crate::store::{keys, query_all, schedule, Condition, Index, Item, ItemStore, UpdateOp, Write};
 
 const EXPIRY_PARTITION: &str = keys::LEASE_EXPIRY_SCHEDULE;
 
@@ -37,6 +46,17 @@ pub struct Lease {
     /// When that token expires (`None`: never): the lease's expiry never passes it.
     #[serde(default)]
     pub token_expire_at: Option<i64>,
+    /// STS credentials, which hold no IAM user (`user` is empty) and cannot be revoked in AWS:
+    /// revoking the lease removes the record alone.
+    #[serde(default)]
+    pub sts: bool,
+}
+
+impl Lease {
+    /// Only an IAM user's lease is renewed: STS credentials live as long as AWS granted.
+    pub fn renewable(&self) -> bool {
+        !self.sts
+    }
 }
 
 /// The token a lease is issued to.
@@ -57,7 +77,9 @@ fn item(lease: &Lease) -> Result<Item> {
 }
 
 /// Records a lease for a created IAM user, issued to `holder` for `ttl` or until the holder
-/// expires, whichever comes first. Refused (403) when the holder is being revoked meanwhile.
+/// expires, whichever comes first, together with `settled` (the removal of the user's
+/// write-ahead record). Refused (403) when the holder is being revoked meanwhile, and refused
+/// when the scheduled job has claimed the user to roll it back.
 pub async fn create(
     store: &dyn ItemStore,
     mount: &Mount,
@@ -65,11 +87,47 @@ pub async fn create(
     user: &str,
     ttl: Duration,
     holder: Holder<'_>,
+    settled: Write,
 ) -> Result<Lease> {
+    let id = format!("{}/creds/{role}/{}", mount.path, crate::ids::random_token(24));
+    let lease = issued(mount, role, id, user, ttl, &holder, false);
+    let writes = vec![Write::Put { item: item(&lease)?, condition: Condition::NotExists }, holder.standing, settled];
+    match store.transact(writes).await {
+        Err(e) if e.failed_write() == Some(1) => Err(BrokerError::PermissionDenied),
+        Err(e) if e.failed_write() == Some(2) => {
+            Err(BrokerError::Failed(format!("IAM user {user} took too long to create and was rolled back; try again")))
+        }
+        other => other.map_err(BrokerError::from),
+    }?;
+    Ok(lease)
+}
+
+/// Records the lease of STS credentials under the id they were issued with (`<mount>/sts/<role>/…`
+/// or `<mount>/creds/<role>/…`, after the request path), held by `holder` as any lease is; `ttl`
+/// is the lifetime AWS granted. Refused (403) when the holder is being revoked meanwhile.
+pub async fn create_sts(
+    store: &dyn ItemStore,
+    mount: &Mount,
+    role: &str,
+    lease_id: &str,
+    ttl: Duration,
+    holder: Holder<'_>,
+) -> Result<Lease> {
+    let lease = issued(mount, role, lease_id.to_owned(), "", ttl, &holder, true);
+    let writes = vec![Write::Put { item: item(&lease)?, condition: Condition::NotExists }, holder.standing];
+    match store.transact(writes).await {
+        Err(e) if e.failed_write() == Some(1) => Err(BrokerError::PermissionDenied),
+        other => other.map_err(BrokerError::from),
+    }?;
+    Ok(lease)
+}
+
+/// A new lease issued now to `holder`, for `ttl` or until the holder expires.
+fn issued(mount: &Mount, role: &str, id: String, user: &str, ttl: Duration, holder: &Holder<'_>, sts: bool) -> Lease {
     let now = chrono::Utc::now().timestamp();
     let wanted = now + ttl.as_secs() as i64;
-    let lease = Lease {
-        id: format!("{}/creds/{role}/{}", mount.path, crate::ids::random_token(24)),
+    Lease {
+        id,
         mount_uuid: mount.uuid.clone(),
         role: role.to_owned(),
         user: user.to_owned(),
@@ -78,13 +136,8 @@ pub async fn create(
         last_renewal: None,
         token_accessor: Some(holder.accessor.to_owned()),
         token_expire_at: holder.expire_at,
-    };
-    let writes = vec![Write::Put { item: item(&lease)?, condition: Condition::NotExists }, holder.standing];
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(1) => Err(BrokerError::PermissionDenied),
-        other => other.map_err(BrokerError::from),
-    }?;
-    Ok(lease)
+        sts,
+    }
 }
 
 /// The lease with this id, and its mount.
@@ -98,12 +151,50 @@ pub async fn find(state: &AppState, lease_id: &str) -> Result<Option<(Mount, Lea
 
 /// Deletes the lease's IAM user and the lease.
 pub async fn revoke(state: &AppState, mount: &Mount, lease: &Lease) -> Result<()> {
-    let (cloud, _) = config::mount_cloud(state, mount).await?;
-    revoke_with(state, &cloud, mount, lease).await
+    revoke_at(state, mount, lease, chrono::Utc::now().timestamp()).await
 }
 
-async fn revoke_with(state: &AppState, cloud: &SharedCloud, mount: &Mount, lease: &Lease) -> Result<()> {
-    cloud.delete_user(&lease.user).await?;
+async fn revoke_at(state: &AppState, mount: &Mount, lease: &Lease, now: i64) -> Result<()> {
+    if lease.sts {
+        return forget(state, mount, lease).await;
+    }
+    let (cloud, _) = config::mount_cloud(state, mount).await?;
+    revoke_with(state, &cloud, mount, lease, now).await
+}
+
+/// Deletes the lease's user, then the lease. A user IAM does not know counts as gone only once
+/// the lease is older than IAM's consistency window. A revocation that fails is due at once, so
+/// the scheduled job retries it until it succeeds.
+async fn revoke_with(state: &AppState, cloud: &SharedCloud, mount: &Mount, lease: &Lease, now: i64) -> Result<()> {
+    let deleted = match cloud.delete_user(&lease.user).await {
+        Ok(Deletion::Deleted) => Ok(()),
+        Ok(Deletion::Absent) if now - lease.issued_at >= intents::IAM_CONSISTENCY_WINDOW_SECS => Ok(()),
+        Ok(Deletion::Absent) => Err(BrokerError::Upstream(format!(
+            "IAM does not show user {} yet; its revocation is retried until it is gone",
+            lease.user
+        ))),
+        Err(e) => Err(e.into()),
+    };
+    if let Err(e) = deleted {
+        due_now(state, mount, lease, now).await;
+        return Err(e);
+    }
+    forget(state, mount, lease).await
+}
+
+/// Makes a lease due at once, so the scheduled job revokes it (or retries its revocation).
+async fn due_now(state: &AppState, mount: &Mount, lease: &Lease, now: i64) {
+    if lease.expire_at > now {
+        let key = keys::mount_lease(&mount.uuid, &lease.id);
+        let due_now = vec![UpdateOp::set("expire_at", now), schedule::reschedule(now, &lease.id)];
+        if let Err(store) = state.store.update(&key, due_now, Condition::Exists).await {
+            tracing::warn!(lease = %lease.id, error = %store, "failed revocation not rescheduled");
+        }
+    }
+}
+
+/// Removes a lease's record (what revoking STS credentials amounts to).
+async fn forget(state: &AppState, mount: &Mount, lease: &Lease) -> Result<()> {
     state.store.delete(&keys::mount_lease(&mount.uuid, &lease.id), Condition::Always).await?;
     Ok(())
 }
@@ -122,6 +213,7 @@ pub async fn unmount(state: &AppState, path: &str) -> Result<()> {
     let path = mounts::normalize(path)?;
     if let Some(mount) = mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.path == path) {
         revoke_all(state, &mount).await?;
+        intents::roll_back_mount(state, &mount).await?;
         mounts::delete(state.store.as_ref(), &path).await?;
     }
     Ok(())
@@ -138,7 +230,7 @@ pub async fn revoke_expired(state: &AppState, limit: usize, now: i64) -> Result<
     for found in due {
         let lease: Lease = found.parse()?;
         match mounts.iter().find(|m| m.uuid == lease.mount_uuid) {
-            Some(mount) => match revoke(state, mount, &lease).await {
+            Some(mount) => match revoke_at(state, mount, &lease, now).await {
                 Ok(()) => revoked += 1,
                 Err(e) => tracing::warn!(lease = %lease.id, error = %e, "expired lease not revoked; retried next run"),
             },
@@ -151,12 +243,21 @@ pub async fn revoke_expired(state: &AppState, limit: usize, now: i64) -> Result<
 }
 
 /// Extends a lease by `increment` (the mount's default lease when `None`), never past its
-/// issue time plus the mount's `lease_max`. `None` when no such lease exists.
-pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> Result<Option<Lease>> {
-    let Some((mount, mut lease)) = find(state, id).await? else { return Ok(None) };
+/// issue time plus the mount's `lease_max`. Refused (400) with Vault's messages for a lease that
+/// does not exist, one that has expired, and one that is not renewable (STS credentials).
+pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> Result<Lease> {
+    let Some((mount, mut lease)) = find(state, id).await? else {
+        return Err(BrokerError::invalid("lease not found"));
+    };
+    let now = chrono::Utc::now().timestamp();
+    if lease.expire_at <= now {
+        return Err(BrokerError::invalid("lease expired"));
+    }
+    if !lease.renewable() {
+        return Err(BrokerError::invalid("lease is not renewable"));
+    }
     let limits = config::lease(state.store.as_ref(), &mount).await?;
     let increment = increment.map_or(limits.lease, |increment| increment.as_secs());
-    let now = chrono::Utc::now().timestamp();
     let ceiling = lease.issued_at + limits.lease_max as i64;
     let ceiling = lease.token_expire_at.map_or(ceiling, |token| ceiling.min(token));
     lease.expire_at = (now + increment as i64).min(ceiling);
@@ -167,7 +268,7 @@ pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> R
         schedule::reschedule(lease.expire_at, &lease.id),
     ];
     state.store.update(&keys::mount_lease(&mount.uuid, &lease.id), ops, Condition::Exists).await?;
-    Ok(Some(lease))
+    Ok(lease)
 }
 
 /// Revokes the lease with this id, if there is one.
@@ -176,6 +277,163 @@ pub async fn revoke_by_id(state: &AppState, id: &str) -> Result<()> {
         revoke(state, &mount, &lease).await?;
     }
     Ok(())
+}
+
+/// How a prefix revocation meets a failure: Vault's `sync` flag, and `revoke-force`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revocation {
+    /// The first failure is the answer; the leases after it stay (`sync`, the default).
+    Sync,
+    /// A failure is left to the scheduled job, which retries it (`sync=false`).
+    Queued,
+    /// A lease whose IAM user cannot be deleted is removed all the same (`revoke-force`): the
+    /// user is then the operator's to clean up, as Vault leaves a forced secret.
+    Force,
+}
+
+/// The IAM revocations one prefix revocation makes: each is about eight IAM calls, and the call
+/// must answer within API Gateway's 29 seconds. The leases past them are queued for the job.
+pub const PREFIX_REVOCATIONS_PER_CALL: usize = 20;
+
+/// What a prefix revocation did.
+#[derive(Debug, Default)]
+pub struct PrefixRevoked {
+    /// Leases gone (forced ones included).
+    pub revoked: usize,
+    /// Leases left due at once for the scheduled job: past the call's bound, or failed.
+    pub queued: usize,
+}
+
+/// Revokes every lease under `prefix`, whole segments only (`aws/creds/dev` reaches
+/// `aws/creds/dev/…`, not `aws/creds/dev2/…`), or the one lease whose id it is, as Vault's
+/// `revokePrefixCommon` does. Once a mount's IAM has failed, its remaining leases are queued
+/// (or, forced, removed) without trying it again.
+pub async fn revoke_prefix(state: &AppState, prefix: &str, how: Revocation) -> Result<PrefixRevoked> {
+    let prefix = prefix.trim_matches('/');
+    let leases = match find(state, prefix).await? {
+        Some(one) => vec![one],
+        None => under(state.store.as_ref(), prefix).await?,
+    };
+    let (total, now) = (leases.len(), chrono::Utc::now().timestamp());
+    let mut clouds = MountClouds::default();
+    let mut failed: HashSet<String> = HashSet::new();
+    let (mut attempts, mut done) = (0, PrefixRevoked::default());
+    for (at, (mount, lease)) in leases.iter().enumerate() {
+        let broken = failed.contains(&mount.uuid);
+        if !lease.sts && (attempts == PREFIX_REVOCATIONS_PER_CALL || (broken && how != Revocation::Force)) {
+            due_now(state, mount, lease, now).await;
+            done.queued += 1;
+            continue;
+        }
+        let revoked = if lease.sts {
+            forget(state, mount, lease).await
+        } else if broken {
+            Err(BrokerError::Upstream(format!("IAM failed for mount {} earlier in this revocation", mount.path)))
+        } else {
+            attempts += 1;
+            match clouds.get(state, mount).await {
+                Ok(cloud) => revoke_with(state, &cloud, mount, lease, now).await,
+                Err(e) => Err(e),
+            }
+        };
+        let Err(e) = revoked else {
+            done.revoked += 1;
+            continue;
+        };
+        failed.insert(mount.uuid.clone());
+        match how {
+            Revocation::Sync => return Err(failed_to_revoke(&lease.id, at + 1, total, e)),
+            Revocation::Queued => {
+                tracing::warn!(lease = %lease.id, error = %e, "lease not revoked; the job retries it");
+                due_now(state, mount, lease, now).await;
+                done.queued += 1;
+            }
+            Revocation::Force => {
+                tracing::warn!(lease = %lease.id, user = %lease.user, error = %e, "lease removed by force; its IAM user is left");
+                forget(state, mount, lease).await?;
+                done.revoked += 1;
+            }
+        }
+    }
+    if done.queued > 0 {
+        state.work.notify_one();
+    }
+    Ok(done)
+}
+
+/// A sync revocation's failure, naming the lease as Vault does (`failed to revoke "…" (2 / 5)`)
+/// where the message is the caller's to see.
+fn failed_to_revoke(id: &str, at: usize, total: usize, e: BrokerError) -> BrokerError {
+    let context = format!("failed to revoke \"{id}\" ({at} / {total})");
+    match e {
+        BrokerError::Invalid(message) => BrokerError::Invalid(format!("{context}: {message}")),
+        BrokerError::Upstream(message) => BrokerError::Upstream(format!("{context}: {message}")),
+        BrokerError::Failed(message) => BrokerError::Failed(format!("{context}: {message}")),
+        other => {
+            tracing::warn!(lease = %id, error = %other, "{context}");
+            other
+        }
+    }
+}
+
+/// Where the leases under `prefix` (without slashes at either end; empty for all) are: the
+/// mount the prefix lies in or names, with the lease-id prefix within it; else every mount below
+/// the prefix, whole.
+async fn scopes(store: &dyn ItemStore, prefix: &str) -> Result<Vec<(Mount, String)>> {
+    if !prefix.is_empty() {
+        if let Some((mount, _)) = mounts::route(store, prefix).await? {
+            return Ok(vec![(mount, format!("{prefix}/"))]);
+        }
+    }
+    let below = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+    let mounts = mounts::all(store).await?.into_iter().filter(|m| m.path.starts_with(&below));
+    Ok(mounts
+        .map(|mount| {
+            let ids = format!("{}/", mount.path);
+            (mount, ids)
+        })
+        .collect())
+}
+
+/// Every lease under `prefix`, with its mount.
+async fn under(store: &dyn ItemStore, prefix: &str) -> Result<Vec<(Mount, Lease)>> {
+    let mut found = Vec::new();
+    for (mount, ids) in scopes(store, prefix).await? {
+        for item in query_all(store, keys::mount_leases_under(&mount.uuid, &ids)).await? {
+            found.push((mount.clone(), item.parse()?));
+        }
+    }
+    Ok(found)
+}
+
+/// What `LIST sys/leases/lookup/<prefix>` answers, as Vault lists its lease store: the next
+/// segment of every lease id under `prefix`, a lease's own last segment or a level below it
+/// ending in `/`, sorted, each once. A mount below the prefix shows as its next segment when it
+/// holds any lease (one item read).
+pub async fn list_prefix(store: &dyn ItemStore, prefix: &str) -> Result<Vec<String>> {
+    let prefix = prefix.trim_matches('/');
+    let dir = if prefix.is_empty() { String::new() } else { format!("{prefix}/") };
+    let next = |rest: &str| match rest.find('/') {
+        Some(at) => rest[..=at].to_owned(),
+        None => rest.to_owned(),
+    };
+    let mut keys = BTreeSet::new();
+    for (mount, ids) in scopes(store, prefix).await? {
+        if ids.len() > dir.len() {
+            let any = store.query(keys::mount_leases(&mount.uuid).limit(1)).await?;
+            if !any.items.is_empty() {
+                keys.insert(next(&ids[dir.len()..]));
+            }
+            continue;
+        }
+        for item in query_all(store, keys::mount_leases_under(&mount.uuid, &ids)).await? {
+            let lease: Lease = item.parse()?;
+            if let Some(rest) = lease.id.strip_prefix(&dir).filter(|rest| !rest.is_empty()) {
+                keys.insert(next(rest));
+            }
+        }
+    }
+    Ok(keys.into_iter().collect())
 }
 
 /// Revokes leases by the tokens that hold them, for one revocation (a call, or a run of the
@@ -219,9 +477,13 @@ impl Revoker {
                     return Ok(false);
                 }
                 *budget -= 1;
-                let revoked = match self.clouds.get(state, &mount).await {
-                    Ok(cloud) => revoke_with(state, &cloud, &mount, &lease).await,
-                    Err(e) => Err(e),
+                let revoked = if lease.sts {
+                    forget(state, &mount, &lease).await
+                } else {
+                    match self.clouds.get(state, &mount).await {
+                        Ok(cloud) => revoke_with(state, &cloud, &mount, &lease, chrono::Utc::now().timestamp()).await,
+                        Err(e) => Err(e),
+                    }
                 };
                 match revoked {
                     Ok(()) => self.revoked += 1,

@@ -9,6 +9,8 @@ pub mod duration;
 mod engine;
 mod error;
 mod http;
+mod identity;
+mod intents;
 pub mod leases;
 pub mod mounts;
 mod paths;
@@ -39,6 +41,7 @@ pub fn router() -> Router<AppState> {
     let v1 = Router::new()
         .merge(sys::routes())
         .merge(sys_leases::routes())
+        .merge(identity::routes())
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })
         .layer(axum::middleware::from_fn(vault_method_not_allowed));

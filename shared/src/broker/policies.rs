@@ -156,11 +156,32 @@ pub async fn allowed(store: &dyn ItemStore, token: &ServiceToken, path: &str, ca
     if token.is_root() {
         return Ok(true);
     }
+    Ok(permits(&rules_of(store, token).await?, path, capability))
+}
+
+/// Fails with 403 unless `token` may do `capability` on `path` and holds `sudo` there too: what
+/// Vault asks on its root-protected paths (`sys/leases/revoke-prefix/*`, `revoke-force/*`,
+/// `lookup/*`). Both come from the one pattern that decides the path, so `sudo` granted by a
+/// broader pattern that loses to a narrower one does not count; the root token always may.
+pub async fn require_sudo(store: &dyn ItemStore, token: &ServiceToken, path: &str, capability: &str) -> Result<()> {
+    if token.is_root() {
+        return Ok(());
+    }
+    let rules = rules_of(store, token).await?;
+    if permits(&rules, path, capability) && permits(&rules, path, "sudo") {
+        Ok(())
+    } else {
+        Err(BrokerError::PermissionDenied)
+    }
+}
+
+/// The rules of all a token's policies, merged.
+async fn rules_of(store: &dyn ItemStore, token: &ServiceToken) -> Result<BTreeMap<String, Vec<String>>> {
     let mut rules = Vec::new();
     for name in &token.policies {
         rules.extend(load(store, name).await?.map(|p| p.rules).unwrap_or_default());
     }
-    Ok(permits(&merge(rules), path, capability))
+    Ok(merge(rules))
 }
 
 /// The rules of all a token's policies merged per pattern, as Vault's `NewACL` merges them: the
@@ -358,6 +379,17 @@ mod tests {
             assert!(!grants(&policies, "aws/creds/prod", "read"));
             assert!(!grants(&policies, "aws/creds/prod", "update"));
         }
+    }
+
+    #[test]
+    fn sudo_is_a_capability_of_the_pattern_that_decides_the_path() {
+        let policies = [
+            r#"path "sys/leases/revoke-force/*" { capabilities = ["update", "sudo"] }"#,
+            r#"path "sys/leases/revoke-force/aws/creds/prod" { capabilities = ["update"] }"#,
+        ];
+        assert!(grants(&policies, "sys/leases/revoke-force/aws/creds/dev", "sudo"));
+        assert!(!grants(&policies, "sys/leases/revoke-force/aws/creds/prod", "sudo"), "the exact path wins");
+        assert!(grants(&policies, "sys/leases/revoke-force/aws/creds/prod", "update"));
     }
 
     #[test]

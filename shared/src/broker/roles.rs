@@ -189,6 +189,12 @@ pub fn validate(role: &Role) -> Result<(), String> {
         return Err(format!("credential_type is required: one of {}", names(&ALL_TYPES)));
     }
     let mut problems = Problems { types: &role.credential_types, found: Vec::new() };
+    if !valid_role_name(&role.name) {
+        problems.add(format!(
+            "role name {:?} must be letters, digits and _, with - . @ inside (Vault's GenericNameWithAtRegex)",
+            role.name
+        ));
+    }
     let policy_types = [IamUser, AssumedRole, FederationToken];
     let sts_ttl_types = [AssumedRole, FederationToken];
 
@@ -268,6 +274,10 @@ pub fn allowed(role: &Role, limits: &BrokerLimits) -> Result<(), String> {
         if let Some(arn) = role.policy_arns.iter().find(|arn| !BrokerLimits::allows(&limits.policy_arns, arn)) {
             return refuse(format!("policy_arns entry {arn}"), "HANGAR_BROKER_ALLOWED_POLICY_ARNS");
         }
+        // Only iam_user roles add users to groups (to STS a group's policies are only a filter).
+        if let Some(group) = role.iam_groups.iter().find(|group| !BrokerLimits::allows(&limits.groups, group)) {
+            return refuse(format!("iam_groups entry {group}"), "HANGAR_BROKER_ALLOWED_GROUPS");
+        }
     }
     if let Some(arn) = role.role_arns.iter().find(|arn| !BrokerLimits::allows(&limits.role_arns, arn)) {
         return refuse(format!("role_arns entry {arn}"), "HANGAR_BROKER_ALLOWED_ROLE_ARNS");
@@ -297,12 +307,53 @@ pub fn to_data(role: &Role) -> Value {
     })
 }
 
-/// A stored role, or what keeps it from validating now (a read shows it as `invalid_data`).
-pub async fn load(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Option<Result<Role, String>>> {
+/// A stored role that no longer validates: what is wrong with it, and what is stored, which
+/// nothing discards (a read shows both, a partial update merges over the stored fields).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Invalid {
+    /// Why the stored role does not validate.
+    pub problem: String,
+    /// The stored role, when it still parses as one.
+    pub role: Option<Role>,
+    /// The stored fields as they are.
+    pub stored: Map<String, Value>,
+}
+
+impl Invalid {
+    /// `data` of a read, as Vault shows a role with invalid data: every stored field (as a
+    /// valid role's read shows them, when the role still parses) and `invalid_data`.
+    pub fn data(&self) -> Value {
+        let mut data = match &self.role {
+            Some(role) => to_data(role),
+            None => Value::Object(self.stored.clone()),
+        };
+        data["invalid_data"] = Value::String(self.problem.clone());
+        data
+    }
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.problem)
+    }
+}
+
+/// Serialized as its problem, where only the reason is shown.
+impl Serialize for Invalid {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.problem)
+    }
+}
+
+/// A stored role, or why it does not validate now with what is stored (see [`Invalid`]).
+pub async fn load(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Option<Result<Role, Invalid>>> {
     let Some(item) = store.get(&keys::mount_role(&mount.uuid, name)).await? else { return Ok(None) };
     let role = match item.parse::<Role>() {
-        Ok(role) => validate(&role).map(|()| role),
-        Err(e) => Err(e.to_string()),
+        Ok(role) => match validate(&role) {
+            Ok(()) => Ok(role),
+            Err(problem) => Err(Invalid { problem, role: Some(role), stored: item.attrs }),
+        },
+        Err(e) => Err(Invalid { problem: e.to_string(), role: None, stored: item.attrs }),
     };
     Ok(Some(role))
 }
@@ -312,8 +363,9 @@ pub async fn list(store: &dyn ItemStore, mount: &Mount) -> Result<Vec<String>> {
     mounts::names(store, keys::mount_roles(&mount.uuid)).await
 }
 
-/// Writes `roles/:name`: `body` merged over the stored role (a stored role that no longer
-/// validates is replaced, not merged); a role the deployment's allow-lists refuse is not stored.
+/// Writes `roles/:name`: `body` merged over the stored role, also one that no longer validates
+/// (as Vault keeps such a role's fields; the result must validate); a role the deployment's
+/// allow-lists refuse is not stored.
 pub async fn write(
     store: &dyn ItemStore,
     limits: &BrokerLimits,
@@ -321,7 +373,7 @@ pub async fn write(
     name: &str,
     body: &Map<String, Value>,
 ) -> Result<()> {
-    let existing = load(store, mount, name).await?.and_then(|role| role.ok());
+    let existing = load(store, mount, name).await?.and_then(|stored| stored.map_or_else(|invalid| invalid.role, Some));
     let role = apply(name, existing.as_ref(), body).map_err(BrokerError::invalid)?;
     allowed(&role, limits).map_err(BrokerError::invalid)?;
     let item = Item::from_value(keys::mount_role(&mount.uuid, name), &role)?;
@@ -506,6 +558,14 @@ fn optional_string(field: &str, value: &Value) -> Result<Option<String>, String>
 }
 
 /// IAM's path rule: `/`, or `/.../` of printable ASCII without spaces, at most 512 characters.
+/// Vault's `framework.GenericNameWithAtRegex`, `\w(([\w-.@]+)?\w)?` (Go's `\w` is ASCII): word
+/// characters at both ends, `-`, `.` and `@` also inside.
+fn valid_role_name(name: &str) -> bool {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let (Some(first), Some(last)) = (name.chars().next(), name.chars().last()) else { return false };
+    word(first) && word(last) && name.chars().all(|c| word(c) || "-.@".contains(c))
+}
+
 fn valid_user_path(path: &str) -> bool {
     path.len() <= 512
         && path.starts_with('/')
@@ -1033,5 +1093,52 @@ mod tests {
         assert_eq!((data["default_sts_ttl"].clone(), data["user_path"].clone()), (json!(900), json!("")));
         let session = create(json!({"credential_type": "session_token", "mfa_serial_number": "GAHT12345678"})).unwrap();
         assert_eq!(to_data(&session)["mfa_serial_number"], "GAHT12345678");
+    }
+
+    #[test]
+    fn role_names_follow_vaults_generic_name_with_at_pattern() {
+        for name in ["a", "_", "deploy", "team.ci@example-1", "a-b"] {
+            assert!(valid_role_name(name), "{name}");
+        }
+        for name in ["-lead", "trail.", "sp ace", "a/b", "ünï", "@"] {
+            let refused = apply(name, None, &body(json!({"credential_type": "session_token"})));
+            assert!(refused.expect_err(name).contains("role name"), "{name}");
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_stored_role_that_no_longer_validates_keeps_its_fields_when_read_and_partly_updated() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::SqliteStore::open(dir.path().join("db")).unwrap();
+        let mount = Mount {
+            path: "aws".into(),
+            kind: "aws".into(),
+            uuid: "m-1".into(),
+            accessor: "aws_1".into(),
+            description: String::new(),
+        };
+        // Stored before today's rules: an assumed_role role with a policy and a group, and a
+        // default above its maximum.
+        let mut stored = Role::blank("deploy");
+        stored.credential_types = vec![AssumedRole];
+        stored.role_arns = vec![ROLE_ARN.into()];
+        stored.iam_groups = vec!["ops".into()];
+        stored.default_sts_ttl = Some(7200);
+        stored.max_sts_ttl = Some(3600);
+        let item = Item::from_value(keys::mount_role(&mount.uuid, "deploy"), &stored).unwrap();
+        store.put(item, Condition::Always).await.unwrap();
+
+        let invalid = load(&store, &mount, "deploy").await.unwrap().unwrap().expect_err("invalid now");
+        let data = invalid.data();
+        assert!(data["invalid_data"].as_str().unwrap().contains("default_sts_ttl"), "{data}");
+        assert_eq!((data["role_arns"].clone(), data["iam_groups"].clone()), (json!([ROLE_ARN]), json!(["ops"])));
+
+        let limits = BrokerLimits::default();
+        let fix = body(json!({"default_sts_ttl": "30m"}));
+        write(&store, &limits, &mount, "deploy", &fix).await.unwrap();
+        let role = load(&store, &mount, "deploy").await.unwrap().unwrap().expect("valid again");
+        assert_eq!((role.role_arns, role.iam_groups), (vec![ROLE_ARN.to_owned()], vec!["ops".to_owned()]));
+        assert_eq!((role.default_sts_ttl, role.max_sts_ttl), (Some(1800), Some(3600)));
     }
 }

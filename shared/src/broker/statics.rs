@@ -11,9 +11,9 @@ use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
 use super::{config, duration};
 use crate::aws::{self, SharedCloud};
-use crate::seal::SealContext;
+use crate::seal::{Resealed, SealContext};
 use crate::state::AppState;
-use crate::store::{keys, schedule, Condition, Index, Item, ItemStore};
+use crate::store::{keys, query_all, schedule, Condition, Index, Item, ItemStore};
 
 /// The schedule partition of static roles, ordered by next rotation.
 pub const SCHEDULE_PARTITION: &str = keys::STATIC_ROLE_SCHEDULE;
@@ -33,12 +33,22 @@ pub struct StaticRole {
     /// The user's IAM path, when known (roles written before it was recorded have none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_path: Option<String>,
+    /// The key the last rotation replaced, which the broker also created: IAM keeps it until
+    /// the next rotation, and deleting the role deletes it too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_access_key: Option<String>,
 }
 
 /// The IAM path in a user's ARN (`arn:…:user/<path>/<name>` gives `/<path>/`).
 fn path_of(arn: &str) -> Option<String> {
     let rest = arn.split_once(":user/")?.1;
     Some(format!("/{}", &rest[..rest.rfind('/').map_or(0, |i| i + 1)]))
+}
+
+/// Whether the deployment still lets this role hold its user (`HANGAR_BROKER_STATIC_USERS`):
+/// the list may have been narrowed since the role was written.
+pub fn user_allowed(state: &AppState, role: &StaticRole) -> bool {
+    state.config.broker_limits.allows_static_user(&role.username, role.user_path.as_deref())
 }
 
 /// Refuses a user the deployment does not let static roles hold (`HANGAR_BROKER_STATIC_USERS`).
@@ -82,6 +92,35 @@ pub async fn new_key(cloud: &SharedCloud, user: &str, keep: Option<&str>) -> Res
     Ok(cloud.create_access_key(Some(user)).await?)
 }
 
+/// Refuses a user deleted and recreated under the role's user name since the role was written
+/// (IAM's user id is what stays), as Vault compares it: the role never holds a stranger's keys.
+pub async fn check_same_user(cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
+    let user = cloud.get_user(Some(&role.username)).await?;
+    if role.user_id.is_empty() || user.id == role.user_id {
+        return Ok(());
+    }
+    Err(BrokerError::invalid(format!(
+        "IAM user {} is not the user static role {} was written for: its user id is {}, not {} \
+         (deleted and recreated?); delete the role and write it again",
+        role.username, role.name, user.id, role.user_id
+    )))
+}
+
+/// Deletes the keys the broker created for a role (its current and previous key) from its
+/// user; a key already gone is not an error.
+async fn delete_keys(cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
+    for key in std::iter::once(&role.access_key).chain(role.previous_access_key.as_ref()) {
+        match cloud.delete_access_key(Some(&role.username), key).await {
+            Ok(()) | Err(aws::CloudError::NotFound(_)) => {}
+            Err(e) => {
+                tracing::warn!(role = %role.name, key = %key, error = %e, "a static role's key could not be deleted");
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// IAM's rule for a user name, checked before AWS is asked to find one.
 fn is_iam_user_name(name: &str) -> bool {
     (1..=64).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_+=,.@-".contains(&b))
@@ -115,15 +154,35 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
         return Err(BrokerError::invalid("rotation_period must be at least 1 minute"));
     }
     let now = chrono::Utc::now().timestamp();
-    let role = match existing.filter(|r| r.username == username) {
-        // Same user: a new period resets the schedule, keys stay.
-        Some(mut role) => {
+    if existing.as_ref().is_some_and(StaticRole::is_being_written) {
+        return Err(BrokerError::Upstream(format!(
+            "static role {name} is being written by another request; try again"
+        )));
+    }
+    // Written only over what was read: no concurrent write (a rotation, the reseal pass,
+    // another write of this role) is lost.
+    let condition = match &existing {
+        Some(role) => Condition::equals("sealed_secret_key", role.sealed_secret_key.clone()),
+        None => Condition::NotExists,
+    };
+    let named_user = body.get("username").is_some_and(|v| !v.is_null());
+    match existing {
+        // Same user: a new period resets the schedule, keys stay. Naming the user again checks
+        // it is still the same user, as Vault does.
+        Some(mut role) if role.username == username => {
             check_user(state, &role.username, role.user_path.as_deref())?;
+            if named_user {
+                let (cloud, _) = config::mount_cloud(state, mount).await?;
+                check_same_user(&cloud, &role).await?;
+            }
             role.rotation_period = period.as_secs();
             role.next_rotation = now + period.as_secs() as i64;
-            role
+            match state.store.put(item(&role)?, condition).await {
+                Err(e) if e.is_condition_failed() => Err(changed_meanwhile(name)),
+                other => Ok(other?),
+            }
         }
-        None => {
+        replaced => {
             let (cloud, _) = config::mount_cloud(state, mount).await?;
             let user = cloud.get_user(Some(&username)).await.map_err(|e| match e {
                 aws::CloudError::NotFound(_) => BrokerError::invalid(format!("IAM user {username} does not exist")),
@@ -131,30 +190,125 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
             })?;
             let user_path = path_of(&user.arn);
             check_user(state, &username, user_path.as_deref())?;
-            let key = new_key(&cloud, &username, None).await?;
-            StaticRole {
+            let role = StaticRole {
                 name: name.to_owned(),
                 mount_uuid: mount.uuid.clone(),
                 username,
                 user_id: user.id,
                 rotation_period: period.as_secs(),
-                access_key: key.id,
-                sealed_secret_key: state.sealer.seal_for(&key_context(&mount.uuid, name), &key.secret).await?,
+                access_key: String::new(),
+                sealed_secret_key: String::new(),
                 next_rotation: now + period.as_secs() as i64,
                 user_path,
+                previous_access_key: None,
+            };
+            with_new_key(state, &cloud, role, condition, replaced).await
+        }
+    }
+}
+
+/// What a role's `sealed_secret_key` holds while a write that claimed it makes its key.
+const BEING_WRITTEN: &str = "being-written:";
+
+impl StaticRole {
+    /// Whether a write has claimed the role and is making its key (no key to give out yet).
+    pub fn is_being_written(&self) -> bool {
+        self.sealed_secret_key.starts_with(BEING_WRITTEN)
+    }
+}
+
+fn changed_meanwhile(name: &str) -> BrokerError {
+    BrokerError::Upstream(format!("static role {name} was changed by another request; try again"))
+}
+
+/// Stores `role` with a new key of its user. The role is claimed first (written with a claim
+/// in place of its key, under `condition`), so of concurrent writes one makes a key and the
+/// others make none; then the key is made and stored over the claim. A failure puts back what
+/// was there (`replaced`, or nothing); success deletes the keys made for a replaced user.
+async fn with_new_key(
+    state: &AppState,
+    cloud: &SharedCloud,
+    mut role: StaticRole,
+    condition: Condition,
+    replaced: Option<StaticRole>,
+) -> Result<()> {
+    let name = role.name.clone();
+    let claim = format!("{BEING_WRITTEN}{}", crate::ids::random_token(16));
+    role.sealed_secret_key = claim.clone();
+    match state.store.put(item(&role)?, condition).await {
+        Err(e) if e.is_condition_failed() => return Err(changed_meanwhile(&name)),
+        other => other?,
+    }
+    let claimed = Condition::equals("sealed_secret_key", claim);
+    let made = async {
+        let key = new_key(cloud, &role.username, None).await?;
+        let context = key_context(&role.mount_uuid, &role.name);
+        let sealed = state.sealer.seal_for(&context, &key.secret).await;
+        Ok::<_, BrokerError>((key.id, sealed))
+    }
+    .await;
+    let stored = match made {
+        Ok((key, Ok(sealed))) => {
+            let mut keyed = role.clone();
+            keyed.access_key = key.clone();
+            keyed.sealed_secret_key = sealed;
+            match state.store.put(item(&keyed)?, claimed.clone()).await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    if let Err(undo) = cloud.delete_access_key(Some(&role.username), &key).await {
+                        tracing::warn!(role = %name, key = %key, error = %undo, "an unstored static role key could not be deleted");
+                    }
+                    Err(e.into())
+                }
             }
         }
+        Ok((key, Err(e))) => {
+            let _ = cloud.delete_access_key(Some(&role.username), &key).await;
+            Err(e.into())
+        }
+        Err(e) => Err(e),
     };
-    state.store.put(item(&role)?, Condition::Always).await?;
-    Ok(())
+    if let Err(e) = stored {
+        let key = keys::mount_static_role(&role.mount_uuid, &name);
+        let restored = match &replaced {
+            Some(previous) => state.store.put(item(previous)?, claimed).await,
+            None => state.store.delete(&key, claimed).await.map(drop),
+        };
+        if let Err(restore) = restored {
+            tracing::warn!(role = %name, error = %restore, "a static role's claim could not be undone");
+        }
+        return Err(e);
+    }
+    // A new user: the keys the broker made for the previous one go.
+    match replaced {
+        Some(previous) => delete_keys(cloud, &previous).await,
+        None => Ok(()),
+    }
 }
 
 /// `static-creds/:name`: the role's current key, unsealed, as (access key id, secret key).
 pub async fn creds(state: &AppState, mount: &Mount, name: &str) -> Result<(String, String)> {
     let role = load(state.store.as_ref(), mount, name).await?.ok_or(BrokerError::NotFound)?;
     check_user(state, &role.username, role.user_path.as_deref())?;
+    if role.is_being_written() {
+        return Err(BrokerError::Upstream(format!("static role {name} is being written; try again")));
+    }
     let secret = state.sealer.unseal_for(&key_context(&mount.uuid, name), &role.sealed_secret_key).await?;
     Ok((role.access_key, secret))
+}
+
+/// Rebinds the mount's static-role keys still in format 1 (sealed before contexts existed),
+/// stopping once `tally` has rewritten `limit`.
+pub async fn reseal_keys(state: &AppState, mount: &Mount, limit: usize, tally: &mut Resealed) -> Result<()> {
+    for item in query_all(state.store.as_ref(), keys::mount_static_roles(&mount.uuid)).await? {
+        if tally.rewritten >= limit {
+            tally.left += 1;
+            continue;
+        }
+        let Some(name) = item.attrs.get("name").and_then(Value::as_str) else { continue };
+        config::reseal_value(state, &item, "sealed_secret_key", &key_context(&mount.uuid, name), tally).await?;
+    }
+    Ok(())
 }
 
 /// The names of a mount's static roles.
@@ -162,8 +316,20 @@ pub async fn list(store: &dyn ItemStore, mount: &Mount) -> Result<Vec<String>> {
     mounts::names(store, keys::mount_static_roles(&mount.uuid)).await
 }
 
-/// Removes the definition only; the IAM user and its keys stay, as in Vault.
-pub async fn delete(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<()> {
-    store.delete(&keys::mount_static_role(&mount.uuid, name), Condition::Always).await?;
-    Ok(())
+/// Removes the role and the keys the broker created for it, as Vault does; the IAM user stays.
+/// The keys go first, so a failure leaves the role to delete again; a role rotated meanwhile
+/// is read again, so its new key goes too.
+pub async fn delete(state: &AppState, mount: &Mount, name: &str) -> Result<()> {
+    const ATTEMPTS: usize = 3;
+    for _ in 0..ATTEMPTS {
+        let Some(role) = load(state.store.as_ref(), mount, name).await? else { return Ok(()) };
+        let (cloud, _) = config::mount_cloud(state, mount).await?;
+        delete_keys(&cloud, &role).await?;
+        let unchanged = Condition::equals("sealed_secret_key", role.sealed_secret_key.clone());
+        match state.store.delete(&keys::mount_static_role(&mount.uuid, name), unchanged).await {
+            Err(e) if e.is_condition_failed() => continue,
+            other => return other.map(drop).map_err(BrokerError::from),
+        }
+    }
+    Err(BrokerError::Upstream(format!("static role {name} kept changing while it was deleted; try again")))
 }

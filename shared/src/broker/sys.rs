@@ -209,7 +209,7 @@ fn new_token(body: &Map<String, Value>, orphan: bool) -> Result<tokens::NewToken
 }
 
 /// A boolean field as Vault's field data reads one: a JSON boolean or its string form.
-fn flag(body: &Map<String, Value>, name: &str) -> Result<bool> {
+pub(super) fn flag(body: &Map<String, Value>, name: &str) -> Result<bool> {
     match body.get(name) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(value)) => Ok(*value),

@@ -142,6 +142,10 @@ async fn settle(
     archive: Option<&ObjectId>,
 ) -> Result<IngestOutcome> {
     let mut settled = version.clone();
+    let metadata_item = match &inspected {
+        Ok(summary) => Some(super::metadata::item(version, &summary.metadata)?),
+        Err(_) => None,
+    };
     settled.upload = None;
     settled.updated_at = crate::api::timestamp(chrono::Utc::now());
     let outcome = match inspected {
@@ -161,17 +165,19 @@ async fn settle(
     };
     let version_item = settled.to_item()?;
     let status_item = settled.status_item()?;
+
     modify(state.store.as_ref(), &upload.module, |module| {
         if settled.status == OK {
             module.status = "setup_complete".into();
         }
         // The module's description is its latest version's, whichever version landed last.
         module.offer(&settled.status_entry(), settled.description());
-        let writes = vec![
+        let mut writes = vec![
             Write::Put { item: version_item.clone(), condition: Condition::equals("status", PENDING) },
             Write::Delete { key: keys::pending_upload(object.as_str()), condition: Condition::Always },
             Write::Put { item: status_item.clone(), condition: Condition::Always },
         ];
+        writes.extend(metadata_item.iter().map(|item| Write::Put { item: item.clone(), condition: Condition::Always }));
         Ok((writes, ()))
     })
     .await

@@ -8,6 +8,7 @@
 
 mod error;
 pub mod ingest;
+mod metadata;
 pub mod modules;
 pub mod names;
 pub mod protocol;

@@ -8,7 +8,7 @@ use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
 use super::status::OK;
 use crate::accounts::access::{self, join, Organization};
 use crate::api::{timestamp, Field, PageRequest};
-use crate::auth::{Permission, Principal};
+use crate::auth::{NameRead, Permission, Principal, Scoped};
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
@@ -231,10 +231,71 @@ pub async fn statuses(store: &dyn ItemStore, module: &Module) -> Result<Vec<Vers
     if !module.is_private() {
         return Ok(Vec::new());
     }
-    let query = keys::version_statuses(&module.org_id, module.name.as_str(), module.provider.as_str());
+    statuses_of(store, &module.org_id, module.name.as_str(), module.provider.as_str()).await
+}
+
+async fn statuses_of(store: &dyn ItemStore, org_id: &str, name: &str, provider: &str) -> Result<Vec<VersionStatus>> {
+    let query = keys::version_statuses(org_id, name, provider);
     let mut statuses: Vec<VersionStatus> = query_all_as(store, query).await?;
     statuses.sort_by_cached_key(|status| semver::Version::parse(&status.version).ok());
     Ok(statuses)
+}
+
+/// What [`read`] found.
+pub(crate) struct Read {
+    pub org: Organization,
+    pub module: Module,
+    pub statuses: Vec<VersionStatus>,
+    /// The items at `also`, in its order.
+    pub also: Vec<Option<Item>>,
+}
+
+/// What [`read`] reads: the module at `namespace` (none for a private module) / `name` /
+/// `provider` of the organization called `org_name`.
+pub(crate) struct Wanted<'a> {
+    pub org_name: &'a str,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub provider: &'a str,
+    pub statuses: bool,
+}
+
+/// A module read with its organization and the items at `also` in one BatchGetItem, if the
+/// principal may read it, and, when asked, its versions' statuses. The statuses are a query, which
+/// no batch can hold: since `located` gives the organization's id before this read, the query runs
+/// beside the batch (its answer is used only once the batch has authorized the caller), so the
+/// whole read is one round trip. The statuses are read again after it only for a module stored in
+/// the older layout, which the read upgrades.
+pub(crate) async fn read(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    located: &access::Located,
+    wanted: Wanted<'_>,
+    also: &[Key],
+) -> Result<Read> {
+    let org_id = located.org_id();
+    let mut keys = vec![keys::module(org_id, wanted.namespace, wanted.name, wanted.provider)];
+    keys.extend_from_slice(also);
+    let batch = access::authorized_at(store, principal, wanted.org_name, located, Permission::Read, &keys);
+    // Public modules have no versions (see [`statuses`]).
+    let early = async {
+        if wanted.statuses && wanted.namespace.is_none() {
+            Some(statuses_of(store, org_id, wanted.name, wanted.provider).await)
+        } else {
+            None
+        }
+    };
+    let (batch, early) = futures::join!(batch, early);
+    let (org, mut found) = batch?;
+    let module: Module = found.remove(0).ok_or(RegistryError::NotFound)?.parse()?;
+    let layout_current = module.legacy_versions.is_empty() && module.legacy_downloads == 0;
+    let module = upgraded(store, module).await?;
+    let statuses = match early {
+        Some(early) if layout_current => early?,
+        Some(_) => statuses(store, &module).await?,
+        None => Vec::new(),
+    };
+    Ok(Read { org, module, statuses, also: found })
 }
 
 /// The `ok` versions among `statuses`, in their order.
@@ -476,21 +537,50 @@ pub(super) async fn readable(
     address: &Address,
     provider: &str,
 ) -> Result<(Module, Organization)> {
-    let org = organization(state.store.as_ref(), principal, org_name, Permission::Read).await?;
-    check_curation(state, address.registry)?;
-    let module = load(state.store.as_ref(), &address.key(&org, provider)?).await?;
-    Ok((module, org))
+    let read = read_at(state, (principal, None), org_name, address, provider, false).await?;
+    Ok((read.module, read.org))
 }
 
+/// [`readable`], with the versions' statuses when `statuses`: the organization, the module and
+/// the statuses in one round trip once the organization is located (see [`read`]): located
+/// already when its name marker was read with the token (`name_read`) or the caller is a team.
+async fn read_at(
+    state: &AppState,
+    (principal, name_read): (&Principal, Option<&NameRead>),
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+    statuses: bool,
+) -> Result<Read> {
+    let store = state.store.as_ref();
+    if let Err(refused) = check_curation(state, address.registry) {
+        // Told only to those who may read the organization.
+        organization(store, principal, org_name, Permission::Read).await?;
+        return Err(refused);
+    }
+    // A private module's namespace is its organization's name, which the path also names.
+    let namespace = match address.registry {
+        RegistryName::Private if address.namespace == org_name => None,
+        RegistryName::Private => return Err(RegistryError::NotFound),
+        RegistryName::Public => Some(address.namespace.as_str()),
+    };
+    let located = access::locate(store, principal, org_name, name_read).await?;
+    let wanted = Wanted { org_name, namespace, name: &address.name, provider, statuses };
+    read(store, principal, &located, wanted, &[]).await
+}
+
+/// The module at an address with its versions' statuses, if the caller may read it: two round
+/// trips in all, the token's with the organization's name marker, then the rest (see [`read`]).
 pub async fn get(
     state: &AppState,
-    principal: &Principal,
+    caller: &Scoped,
     org_name: &str,
     address: &Address,
     provider: &str,
 ) -> Result<(Shown, Organization)> {
-    let (module, org) = readable(state, principal, org_name, address, provider).await?;
-    Ok((Shown::read(state.store.as_ref(), module).await?, org))
+    let caller = (&caller.principal, caller.name.as_ref());
+    let read = read_at(state, caller, org_name, address, provider, true).await?;
+    Ok((Shown { module: read.module, statuses: read.statuses }, read.org))
 }
 
 pub async fn get_by_id(state: &AppState, principal: &Principal, id: &str) -> Result<(Shown, Organization)> {
@@ -579,10 +669,12 @@ pub async fn update(
     changes: ModuleChanges<'_>,
 ) -> Result<(Shown, Organization)> {
     let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
-    if address.registry != RegistryName::Private {
-        return Err(RegistryError::NotFound);
-    }
     let key = address.key(&org, provider)?;
+    if address.registry != RegistryName::Private {
+        // A curated public module exists (404 when it does not) but has nothing to update.
+        load(state.store.as_ref(), &key).await?;
+        return Err(RegistryError::Forbidden("Public modules have no settings to update.".into()));
+    }
     let (module, ()) = modify(state.store.as_ref(), &key, |module| {
         let writes = match changes.publishing {
             Some(change) => change.apply(module)?,

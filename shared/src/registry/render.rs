@@ -7,6 +7,7 @@ use super::modules::{Shown, NON_VCS};
 use super::versions::ModuleVersion;
 use crate::accounts::access::Organization;
 use crate::api::Resource;
+use crate::archive::ModuleMetadata;
 use crate::auth::{Permission, Principal};
 
 pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resource {
@@ -66,6 +67,21 @@ pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resou
 }
 
 /// A version; `upload` is the link for its archive while it waits for one.
+/// One version as `GET …/version` shows it: with its parsed `metadata` (what its Terraform
+/// files declare: a Hangar attribute, the registry protocol's detail in JSON:API's case), when
+/// it was read.
+pub fn version_with_metadata(
+    version: &ModuleVersion,
+    upload: Option<String>,
+    metadata: Option<&ModuleMetadata>,
+) -> Resource {
+    let mut resource = self::version(version, upload);
+    if let Some(metadata) = metadata {
+        resource.attributes["metadata"] = serde_json::to_value(metadata).unwrap_or(Value::Null);
+    }
+    resource
+}
+
 pub fn version(version: &ModuleVersion, upload: Option<String>) -> Resource {
     let mut attributes = json!({
         "source": version.source,

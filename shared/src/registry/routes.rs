@@ -15,7 +15,7 @@ use super::publishing::{self, PublishRequest};
 use super::render;
 use super::versions::{self, NewVersion};
 use crate::api::{ApiError, BaseUrl, Document, Field, JsonApiBody, Listing, QueryParams};
-use crate::auth::Principal;
+use crate::auth::{Principal, Scoped};
 use crate::state::AppState;
 
 type Result<T> = std::result::Result<T, ApiError>;
@@ -166,11 +166,11 @@ async fn create_module(
 
 async fn show_module(
     State(state): State<AppState>,
-    principal: Principal,
+    caller: Scoped,
     Path(path): Path<ProviderPath>,
 ) -> Result<Document> {
-    let (module, org) = modules::get(&state, &principal, &path.org, &path.address()?, &path.provider).await?;
-    Ok(Document::one(render::module(&module, &org, &principal)))
+    let (module, org) = modules::get(&state, &caller, &path.org, &path.address()?, &path.provider).await?;
+    Ok(Document::one(render::module(&module, &org, &caller.principal)))
 }
 
 async fn show_module_by_id(
@@ -279,10 +279,10 @@ async fn show_version(
     let wanted = params
         .non_empty("module_version")
         .ok_or_else(|| ApiError::invalid_parameter("module_version", "module_version is required"))?;
-    let (version, _, _) =
+    let (version, metadata, _) =
         versions::read(&state, &principal, &path.org, &path.address()?, &path.provider, wanted).await?;
     let upload = versions::upload_url_for(state.blobs.as_ref(), &principal, &version).await?;
-    Ok(Document::one(render::version(&version, upload)))
+    Ok(Document::one(render::version_with_metadata(&version, upload, metadata.as_ref())))
 }
 
 async fn list_versions(
@@ -318,10 +318,10 @@ async fn deprecated_create_version(
 
 async fn deprecated_show_module(
     state: State<AppState>,
-    principal: Principal,
+    caller: Scoped,
     Path((org, name, provider)): Path<(String, String, String)>,
 ) -> Result<Document> {
-    show_module(state, principal, Path(ProviderPath::private(org, name, provider))).await
+    show_module(state, caller, Path(ProviderPath::private(org, name, provider))).await
 }
 
 async fn deprecated_delete_module(

@@ -11,6 +11,7 @@ use super::names::{parse_version, RegistryName};
 use super::status::{OK, PENDING};
 use crate::accounts::access::Organization;
 use crate::api::{timestamp, Field, PageRequest};
+use crate::archive::ModuleMetadata;
 use crate::auth::{Permission, Principal};
 use crate::blobs::{BlobStore, ObjectId};
 use crate::ids::new_id;
@@ -292,11 +293,11 @@ pub async fn read(
     address: &Address,
     provider: &str,
     version: &str,
-) -> Result<(ModuleVersion, Module, Organization)> {
+) -> Result<(ModuleVersion, Option<ModuleMetadata>, Module)> {
     let (module, org) = modules::readable(state, principal, org_name, address, provider).await?;
-    let key = keys::module_version(&org.id, &address.name, provider, version);
-    let version = state.store.get(&key).await?.ok_or(RegistryError::NotFound)?.parse()?;
-    Ok((version, module, org))
+    let found = super::metadata::with_version(state.store.as_ref(), &org.id, &address.name, provider, version).await?;
+    let (version, metadata) = found.ok_or(RegistryError::NotFound)?;
+    Ok((version, metadata, module))
 }
 
 /// One page of a provider's versions in semantic-version order, and how many there are: the
@@ -397,6 +398,7 @@ fn version_removal(version: &ModuleVersion) -> Vec<Write> {
     let mut writes = vec![
         Write::Delete { key: version.key(), condition: Condition::Exists },
         Write::Delete { key: version.status_key(), condition: Condition::Always },
+        Write::Delete { key: super::metadata::key(version), condition: Condition::Always },
     ];
     writes.extend(
         version.upload.iter().map(|id| Write::Delete { key: keys::pending_upload(id), condition: Condition::Always }),

@@ -8,20 +8,24 @@
 //! | workspace | `ORG#<org-id>` | `WS#<name>` | |
 //! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
 //! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
+//! | its parsed metadata | `ORG#<org-id>` | `VMETA#<name>#<provider>#<version>` | |
 //! | pending upload | `UPLOAD#<object-id>` | `UPLOAD` | |
 //! | agent pool | `ORG#<org-id>` | `POOL#<pool-id>` | |
 //! | agent pool name | `ORG#<org-id>` | `POOLNAME#<name>` | |
 //! | agent token | `ORG#<org-id>` | `AGENTTOKEN#<pool-id>#<token-id>` | |
-//! | agent | `ORG#<org-id>` | `AGENT#<pool-id>#<agent-id>` | |
-//! | live-agent slot (TTL) | `ORG#<org-id>` | `AGENTSLOT#<n>` | |
+//! | agent | `ORG#<org-id>` | `AGENT#<pool-id>#<agent-id>` | `AGENTDUE` / `<due>#<agent-id>`; GSI2 `AGENTLIVE#<org-id>` / `<errored-at>#<agent-id>` while it holds a slot |
+//! | live-agent counter | `ORG#<org-id>` | `AGENTS#LIVE` | |
 //! | VCS connection (OAuth client), its OAuth token | `ORG#<org-id>` | `OAUTHCLIENT#<id>`, `OAUTHTOKEN#<id>` | |
 //! | broker service token (TTL) | `VTOKEN#<sha256-hex>` | `VTOKEN` | |
 //! | broker ACL policy, mount | `BROKER` | `POLICY#<name>`, `MOUNT#<path>` | |
 //! | bootstrap record of the root service token | `BROKER` | `ROOT_TOKEN` | |
-//! | a mount's configuration, roles | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>` | |
+//! | the broker's reseal pass finished | `BROKER` | `RESEALED` | |
+//! | a mount's configuration, roles, static roles, leases | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>`, `STATIC#<name>`, `LEASE#<id>` | static roles `BSTATIC` / `<next rotation>#…`, leases `BLEASES` / `<expiry>#<id>` |
+//! | a write-ahead record of an IAM user being created | `BMOUNT#<mount-uuid>` | `USERWAL#<user>` | `BUSERWAL` / `<written at>#<mount>/<user>` |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
 //! | bootstrap record of the site-admin token | `SITE` | `ADMIN_TOKEN` | |
+//! | the registry's reseal pass finished | `SITE` | `REGISTRY_RESEALED` | |
 //!
 //! Everything an organization owns lives in its partition, so deleting the organization is a
 //! strongly consistent query of one partition; items outside it (id pointers, tokens) are
@@ -112,6 +116,12 @@ pub fn organization_total() -> Key {
     Key::new("SITE", "ORGANIZATION_COUNT")
 }
 
+/// Present once `registry-sync` has rewritten every format-1 sealed value of the registry's
+/// kinds (OAuth tokens, webhook secrets) bound to its record, so later runs skip the pass.
+pub fn registry_resealed() -> Key {
+    Key::new("SITE", "REGISTRY_RESEALED")
+}
+
 /// Where a registry module lives: private modules' namespace is their organization's name,
 /// so it is not part of their key (organizations can be renamed).
 pub fn module(org_id: &str, namespace: Option<&str>, name: &str, provider: &str) -> Key {
@@ -142,6 +152,12 @@ pub fn modules(org_id: &str, registry: Option<&str>) -> Query {
 
 pub fn module_version(org_id: &str, name: &str, provider: &str, version: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("VER#{name}#{provider}#{version}"))
+}
+
+/// What a private module version's Terraform files declare (its parsed metadata), kept apart
+/// from the version so that the version's item stays small.
+pub fn module_version_metadata(org_id: &str, name: &str, provider: &str, version: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("VMETA#{name}#{provider}#{version}"))
 }
 
 /// Every version of one provider of a private module.
@@ -200,9 +216,24 @@ pub fn agents(org_id: &str, pool_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("AGENT#{pool_id}#"))
 }
 
-/// One of the organization's live-agent slots; its TTL lapses when its agent goes silent.
-pub fn agent_slot(org_id: &str, slot: usize) -> Key {
-    Key::new(format!("ORG#{org_id}"), format!("AGENTSLOT#{slot}"))
+/// The organization's count of agents holding a live-agent slot.
+pub fn live_agent_counter(org_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), "AGENTS#LIVE")
+}
+
+/// The schedule partition (GSI1) of every agent, ordered by when the scheduled job next has
+/// something to do with it: mark it errored, or prune it.
+pub const AGENT_SCHEDULE: &str = "AGENTDUE";
+
+/// Where an agent that holds a live-agent slot is indexed (GSI2), ordered by when it would
+/// become errored: the first is the one a registration at the limit may release.
+/// `sort_key` is a schedule sort key (`store::schedule::sort_key`).
+pub fn live_agent_index(org_id: &str, sort_key: String) -> (Index, String, String) {
+    (Index::Gsi2, format!("AGENTLIVE#{org_id}"), sort_key)
+}
+
+pub fn live_agents_by_silence(org_id: &str) -> Query {
+    Query::index(Index::Gsi2, format!("AGENTLIVE#{org_id}"), "")
 }
 
 pub fn service_token(hash_hex: &str) -> Key {
@@ -228,6 +259,12 @@ pub fn broker_mounts() -> Query {
 /// Present once the default `aws` mount has been made, so unmounting it is not undone.
 pub fn broker_mounts_initialized() -> Key {
     Key::new("BROKER", "MOUNTS_INITIALIZED")
+}
+
+/// Present once `key-rotation` has rewritten every format-1 sealed value of the broker (mount
+/// root keys, static-role keys) bound to its record, so later runs skip the pass.
+pub fn broker_resealed() -> Key {
+    Key::new("BROKER", "RESEALED")
 }
 
 /// Everything a mount holds (configuration, roles, leases), so unmounting is one partition.
@@ -267,6 +304,21 @@ pub fn mount_leases(mount_uuid: &str) -> Query {
     Query::partition(format!("BMOUNT#{mount_uuid}"), "LEASE#")
 }
 
+/// The leases of a mount whose ids start with `id_prefix` (`aws/creds/deploy/`), in id order.
+pub fn mount_leases_under(mount_uuid: &str, id_prefix: &str) -> Query {
+    Query::partition(format!("BMOUNT#{mount_uuid}"), format!("LEASE#{id_prefix}"))
+}
+
+/// The write-ahead record of an IAM user the broker is creating (`USERWAL#<user>`), present from
+/// before `CreateUser` until the user's lease exists.
+pub fn mount_user_intent(mount_uuid: &str, user: &str) -> Key {
+    Key::new(format!("BMOUNT#{mount_uuid}"), format!("USERWAL#{user}"))
+}
+
+pub fn mount_user_intents(mount_uuid: &str) -> Query {
+    Query::partition(format!("BMOUNT#{mount_uuid}"), "USERWAL#")
+}
+
 pub fn mount_static_role(mount_uuid: &str, name: &str) -> Key {
     Key::new(format!("BMOUNT#{mount_uuid}"), format!("STATIC#{name}"))
 }
@@ -290,6 +342,11 @@ pub fn oauth_token(org_id: &str, id: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("OAUTHTOKEN#{id}"))
 }
 
+/// Every VCS connection's OAuth token of an organization.
+pub fn oauth_tokens(org_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), "OAUTHTOKEN#")
+}
+
 /// Points from a VCS module's webhook id to the module.
 pub fn vcs_webhook(uuid: &str) -> Key {
     Key::new(format!("WEBHOOK#{uuid}"), "WEBHOOK")
@@ -297,6 +354,9 @@ pub fn vcs_webhook(uuid: &str) -> Key {
 
 /// The schedule partition (GSI1) of static roles, ordered by next rotation.
 pub const STATIC_ROLE_SCHEDULE: &str = "BSTATIC";
+/// The schedule partition (GSI1) of the broker's write-ahead user records, ordered by when
+/// each was written: what the scheduled job rolls back once old enough.
+pub const USER_INTENT_SCHEDULE: &str = "BUSERWAL";
 /// The schedule partition (GSI1) of the broker's leases, ordered by expiry.
 pub const LEASE_EXPIRY_SCHEDULE: &str = "BLEASES";
 

@@ -8,7 +8,7 @@ use crate::support;
 
 use std::sync::{Arc, Mutex};
 
-use hangar::aws::{connect, CloudError, CloudSettings, SharedCloud};
+use hangar::aws::{connect, CloudError, CloudSettings, Deletion, SharedCloud};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -26,6 +26,7 @@ async fn moto() -> Option<(SharedCloud, aws_sdk_iam::Client)> {
         iam_endpoint: Some(endpoint.clone()),
         sts_endpoint: Some(endpoint),
         max_retries: -1,
+        web_identity: None,
     })
     .await;
     Some((cloud, aws_sdk_iam::Client::new(&sdk)))
@@ -167,7 +168,8 @@ async fn delete_user_removes_everything_and_is_idempotent() {
     cloud.create_access_key(Some(&name)).await.expect("second key");
     iam.create_login_profile().user_name(&name).password("Hangar-Test-Pa55!").send().await.expect("login profile");
 
-    cloud.delete_user(&name).await.expect("delete the user and all it has");
+    let deleted = cloud.delete_user(&name).await.expect("delete the user and all it has");
+    assert_eq!(deleted, Deletion::Deleted);
 
     let err = cloud.get_user(Some(&name)).await.expect_err("the user is gone");
     assert!(matches!(err, CloudError::NotFound(_)), "{err:?}");
@@ -176,8 +178,10 @@ async fn delete_user_removes_everything_and_is_idempotent() {
     let policy = iam.get_policy().policy_arn(&policy_arn).send().await.expect("get policy");
     assert_eq!(policy.policy().and_then(|p| p.attachment_count()), Some(0));
 
-    cloud.delete_user(&name).await.expect("deleting a deleted user is Ok");
-    cloud.delete_user(&support::unique_name("hangar-never")).await.expect("deleting a never-created user is Ok");
+    let again = cloud.delete_user(&name).await.expect("deleting a deleted user is Ok");
+    assert_eq!(again, Deletion::Absent, "IAM knows no such user: the caller decides what that means");
+    let never = cloud.delete_user(&support::unique_name("hangar-never")).await;
+    assert_eq!(never.expect("deleting a never-created user is Ok"), Deletion::Absent);
 }
 
 #[tokio::test]
@@ -195,7 +199,7 @@ async fn sts_operations_return_credentials() {
     let policy_arn = create_policy(&iam).await;
 
     let assumed = cloud
-        .assume_role(&role_arn, "hangar-session", Some(READ_ONLY), std::slice::from_ref(&policy_arn), 900)
+        .assume_role(&role_arn, "hangar-session", Some(READ_ONLY), std::slice::from_ref(&policy_arn), secs(900))
         .await
         .expect("assume the role");
     assert_complete(&assumed);
@@ -204,14 +208,14 @@ async fn sts_operations_return_credentials() {
 
     let federated_name = format!("fed-{}", std::process::id());
     let federated = cloud
-        .get_federation_token(&federated_name, Some(READ_ONLY), &[policy_arn], 900)
+        .get_federation_token(&federated_name, Some(READ_ONLY), &[policy_arn], secs(900))
         .await
         .expect("a federation token");
     assert_complete(&federated);
     let arn = federated.arn.as_deref().expect("federated user ARN");
     assert!(arn.ends_with(&format!(":federated-user/{federated_name}")), "{arn}");
 
-    let session = cloud.get_session_token(900, None, None).await.expect("a session token");
+    let session = cloud.get_session_token(secs(900), None, None).await.expect("a session token");
     assert_complete(&session);
     assert_eq!(session.arn, None);
 }
@@ -255,6 +259,7 @@ async fn canned(status: u16, body: impl Into<String>, max_retries: i64) -> (Shar
         iam_endpoint: Some(endpoint.clone()),
         sts_endpoint: Some(endpoint),
         max_retries,
+        web_identity: None,
     })
     .await;
     (cloud, requests)
@@ -301,7 +306,7 @@ async fn requests_carry_what_moto_ignores() {
     assert_eq!((param(&form, "Tags.member.1.Key"), param(&form, "Tags.member.1.Value")), (Some("team"), Some("core")));
 
     let (cloud, requests) = canned(200, SESSION, 0).await;
-    let session = cloud.get_session_token(3600, Some("arn:aws:iam::123456789012:mfa/u"), Some("123456")).await;
+    let session = cloud.get_session_token(secs(3600), Some("arn:aws:iam::123456789012:mfa/u"), Some("123456")).await;
     assert_eq!(
         session.expect("a session token").expiration.map(|e| e.to_rfc3339()).as_deref(),
         Some("2030-01-01T00:00:00+00:00")
@@ -313,8 +318,8 @@ async fn requests_carry_what_moto_ignores() {
 
     let (cloud, requests) = canned(500, "", 0).await;
     let policy_arns = ["arn:aws:iam::aws:policy/ReadOnlyAccess".to_owned()];
-    let _ = cloud.get_federation_token("fed", None, &policy_arns, 900).await;
-    let _ = cloud.assume_role("arn:aws:iam::123456789012:role/r", "s", None, &policy_arns, 900).await;
+    let _ = cloud.get_federation_token("fed", None, &policy_arns, secs(900)).await;
+    let _ = cloud.assume_role("arn:aws:iam::123456789012:role/r", "s", None, &policy_arns, secs(900)).await;
     let requests = requests.lock().expect("requests");
     assert_eq!(requests.len(), 2);
     for form in requests.iter() {
@@ -350,7 +355,7 @@ async fn error_codes_map_to_kinds() {
         assert_eq!(err.to_string(), format!("iam:PutUserPolicy: {code}: canned {code}"));
     }
     let (cloud, _) = canned(500, "<html>upstream broke</html>", 0).await;
-    let err = cloud.get_session_token(900, None, None).await.expect_err("not an AWS error");
+    let err = cloud.get_session_token(secs(900), None, None).await.expect_err("not an AWS error");
     assert!(matches!(&err, CloudError::Other(m) if m.starts_with("sts:GetSessionToken: ")), "{err:?}");
 }
 
@@ -376,16 +381,21 @@ async fn an_unreachable_cloud_is_other_and_keeps_the_secret_out() {
         iam_endpoint: Some(endpoint.clone()),
         sts_endpoint: Some(endpoint),
         max_retries: 0,
+        web_identity: None,
     };
     assert!(!format!("{settings:?}").contains("hangar-secret-never-shown"));
     let cloud = connect(&settings).await;
 
     let err = cloud.get_user(Some("anyone")).await.expect_err("nothing listens");
     assert!(matches!(err, CloudError::Other(_)), "{err:?}");
-    let err = cloud.get_session_token(900, None, None).await.expect_err("nothing listens");
+    let err = cloud.get_session_token(secs(900), None, None).await.expect_err("nothing listens");
     let CloudError::Other(message) = err else { panic!("expected Other, got {err:?}") };
     assert!(
         message.starts_with("sts:GetSessionToken: ") && !message.contains("hangar-secret-never-shown"),
         "{message}"
     );
+}
+
+fn secs(secs: u64) -> hangar::aws::StsDuration {
+    hangar::aws::StsDuration::from_secs(secs).expect("within what STS grants")
 }

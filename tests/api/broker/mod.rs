@@ -5,9 +5,15 @@
 
 mod acl;
 mod failures;
+mod faults;
+mod invalid_roles;
+mod lease_prefixes;
 mod limits;
 mod paths;
+mod static_roles;
+mod sts;
 mod tokens;
+mod workload_identity;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

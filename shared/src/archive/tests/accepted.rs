@@ -41,8 +41,15 @@ fn a_valid_module_is_summarised() {
             compressed_bytes: gz.len() as u64,
             uncompressed_bytes: tar.len() as u64,
             sha256: hex::encode(Sha256::digest(&gz)),
+            metadata: summary.metadata.clone(),
         }
     );
+    let metadata = &summary.metadata;
+    assert_eq!(metadata.root.inputs[0].name, "name");
+    assert_eq!(metadata.root.dependencies[0].source, "./modules/x");
+    let submodule = &metadata.submodules[0];
+    assert_eq!((submodule.path.as_str(), submodule.outputs[0].name.as_str()), ("modules/x", "id"));
+    assert_eq!(metadata.examples[0].path, "examples/basic", "found under its normalised path");
 }
 
 #[test]

@@ -3,6 +3,7 @@
 
 mod accepted;
 mod entries;
+mod metadata;
 mod repack;
 mod streams;
 

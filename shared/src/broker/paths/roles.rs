@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::broker::error::{BrokerError, Result};
 use crate::broker::http::VaultResponse;
@@ -14,12 +14,13 @@ pub async fn list(request: &EngineRequest<'_>) -> Result<Response> {
     Ok(VaultResponse::keys(names)?.into_response())
 }
 
-/// A stored role that no longer validates is shown as `invalid_data`, so that it can be fixed.
+/// A stored role that no longer validates is shown with its stored fields and `invalid_data`,
+/// as Vault shows it, so that it can be fixed.
 pub async fn read(request: &EngineRequest<'_>) -> Result<Response> {
     let role = roles::load(request.state.store.as_ref(), &request.mount, request.name).await?;
     let data = match role.ok_or(BrokerError::NotFound)? {
         Ok(role) => roles::to_data(&role),
-        Err(problem) => json!({ "invalid_data": problem }),
+        Err(invalid) => invalid.data(),
     };
     Ok(VaultResponse::data(data).into_response())
 }

@@ -33,7 +33,7 @@ pub async fn write(request: &EngineRequest<'_>) -> Result<Response> {
 }
 
 pub async fn delete(request: &EngineRequest<'_>) -> Result<Response> {
-    statics::delete(request.state.store.as_ref(), &request.mount, request.name).await?;
+    statics::delete(request.state, &request.mount, request.name).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 

@@ -3,6 +3,7 @@
 //! organization's name, only `ok` versions), and the public proxy under
 //! `/api/registry/public/v1/modules` for modules an organization has curated.
 
+mod detail;
 mod error;
 mod private;
 mod proxy;

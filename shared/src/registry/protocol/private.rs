@@ -14,13 +14,17 @@ use serde_json::{json, Value};
 use super::error::{ProtocolError, Result};
 use crate::accounts::access::{self, Organization};
 use crate::api::{whole_number, ApiError, QueryParams};
-use crate::auth::{Permission, Principal};
+use crate::archive::ModuleMetadata;
+use crate::auth::{Permission, Principal, Scoped};
 use crate::blobs::ObjectId;
-use crate::registry::modules::{load, ok_versions, parse_modules, statuses, Module, VersionStatus, DOWNLOADS};
+use crate::registry::metadata;
+use crate::registry::modules::{
+    self, ok_versions, parse_modules, statuses, Module, Read, VersionStatus, Wanted, DOWNLOADS,
+};
 use crate::registry::status::OK;
 use crate::registry::versions::ModuleVersion;
 use crate::state::AppState;
-use crate::store::{keys, query_all, Condition, Item, UpdateOp};
+use crate::store::{keys, query_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 const PREFIX: &str = "/api/registry/v1/modules";
 /// How long a download link stays valid: long enough for a slow `terraform init` to fetch it.
@@ -42,6 +46,9 @@ pub(super) fn routes() -> Router<AppState> {
 }
 
 type Caller = std::result::Result<Principal, ApiError>;
+/// A caller of a path under one namespace: its token and the organization's name marker are read
+/// in one BatchGetItem (see [`Scoped`]).
+type ScopedCaller = std::result::Result<Scoped, ApiError>;
 
 /// The organization behind a namespace, if the caller may read it.
 async fn namespace(state: &AppState, caller: Caller, namespace: &str) -> Result<(Principal, Organization)> {
@@ -101,28 +108,22 @@ struct Detail<'a> {
     module: &'a Module,
     version: &'a VersionStatus,
     stored: &'a ModuleVersion,
+    metadata: Option<&'a ModuleMetadata>,
     statuses: &'a [VersionStatus],
     downloads: u64,
 }
 
 fn detail(shown: Detail<'_>) -> Value {
-    let Detail { org, module, version, stored, statuses, downloads } = shown;
+    let Detail { org, module, version, stored, metadata, statuses, downloads } = shown;
     let mut detail = summary(org, module, version, downloads);
     // The version shown, not whichever version was uploaded last, describes itself.
     detail["description"] = json!(stored.description().unwrap_or_default());
-    detail["root"] = json!({
-        "path": "",
-        "name": module.name,
-        "readme": stored.readme.as_deref().unwrap_or(""),
-        "empty": stored.root_module_files.is_empty(),
-        "inputs": [],
-        "outputs": [],
-        "dependencies": [],
-        "provider_dependencies": [],
-        "resources": [],
-    });
-    detail["submodules"] = json!([]);
-    detail["providers"] = json!([module.provider]);
+    let readme = stored.readme.as_deref().unwrap_or("");
+    let members = super::detail::members(module.name.as_str(), readme, stored.root_module_files.is_empty(), metadata);
+    if let (Some(detail), Value::Object(members)) = (detail.as_object_mut(), members) {
+        detail.extend(members);
+    }
+    detail["providers"] = json!(super::detail::providers(metadata, module.provider.as_str()));
     detail["versions"] = ok_versions(statuses).map(|v| v.version.clone()).collect();
     detail
 }
@@ -253,35 +254,27 @@ async fn latest_for_each_provider(
     Ok(paging.respond(&format!("{PREFIX}/{ns}/{name}"), latest))
 }
 
-/// The module (one provider) behind a protocol path, if the caller may read it.
+/// The module (one provider) behind a protocol path, if the caller may read it: read with the
+/// organization in one batch, and its versions' statuses when asked (see [`modules::read`]).
 async fn module(
     state: &AppState,
-    caller: Caller,
-    ns: &str,
-    name: &str,
-    provider: &str,
-) -> Result<(Organization, Module)> {
-    let (_, org) = namespace(state, caller, ns).await?;
-    let module = load(state.store.as_ref(), &keys::module(&org.id, None, name, provider)).await?;
-    Ok((org, module))
-}
-
-async fn stored_version(state: &AppState, org: &Organization, module: &Module, version: &str) -> Result<ModuleVersion> {
-    let key = keys::module_version(&org.id, module.name.as_str(), module.provider.as_str(), version);
-    let stored: ModuleVersion = state.store.get(&key).await?.ok_or(ProtocolError::NotFound)?.parse()?;
-    if stored.status != OK {
-        return Err(ProtocolError::NotFound);
-    }
-    Ok(stored)
+    caller: ScopedCaller,
+    (ns, name, provider): (&str, &str, &str),
+    statuses: bool,
+) -> Result<Read> {
+    let Scoped { principal, name: name_read } = caller?;
+    let store = state.store.as_ref();
+    let located = access::locate(store, &principal, ns, name_read.as_ref()).await?;
+    let wanted = Wanted { org_name: ns, namespace: None, name, provider, statuses };
+    Ok(modules::read(store, &principal, &located, wanted, &[]).await?)
 }
 
 async fn list_versions(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: ScopedCaller,
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Json<Value>> {
-    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
-    let statuses = statuses(state.store.as_ref(), &module).await?;
+    let Read { org, module, statuses, .. } = module(&state, caller, (&ns, &name, &provider), true).await?;
     let versions: Vec<Value> = ok_versions(&statuses).map(|v| json!({ "version": v.version })).collect();
     if versions.is_empty() {
         return Err(ProtocolError::NotFound);
@@ -292,61 +285,109 @@ async fn list_versions(
 
 async fn latest_for_provider(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: ScopedCaller,
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Json<Value>> {
-    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let Read { org, module, .. } = module(&state, caller, (&ns, &name, &provider), false).await?;
     let latest = module.latest.clone().ok_or(ProtocolError::NotFound)?;
     shown_version(&state, &org, &module, &latest.version).await
 }
 
 /// The detail of one `ok` version.
 async fn shown_version(state: &AppState, org: &Organization, module: &Module, version: &str) -> Result<Json<Value>> {
-    let stored = stored_version(state, org, module, version).await?;
+    let (name, provider) = (module.name.as_str(), module.provider.as_str());
+    let found = metadata::with_version(state.store.as_ref(), &org.id, name, provider, version).await?;
+    let (stored, metadata) = found.filter(|(stored, _)| stored.status == OK).ok_or(ProtocolError::NotFound)?;
     let statuses = statuses(state.store.as_ref(), module).await?;
     let status = ok_versions(&statuses).find(|v| v.version == version).ok_or(ProtocolError::NotFound)?;
     let downloads = downloads(state, &[module]).await?.pop().unwrap_or_default();
-    Ok(Json(detail(Detail { org, module, version: status, stored: &stored, statuses: &statuses, downloads })))
+    let metadata = metadata.as_ref();
+    Ok(Json(detail(Detail { org, module, version: status, stored: &stored, metadata, statuses: &statuses, downloads })))
 }
 
 async fn show_version(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: ScopedCaller,
     Path((ns, name, provider, version)): Path<(String, String, String, String)>,
 ) -> Result<Json<Value>> {
-    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let Read { org, module, .. } = module(&state, caller, (&ns, &name, &provider), false).await?;
     shown_version(&state, &org, &module, &version).await
 }
 
 async fn download(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: ScopedCaller,
     Path((ns, name, provider, version)): Path<(String, String, String, String)>,
 ) -> Result<Response> {
-    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
-    let stored = stored_version(&state, &org, &module, &version).await?;
+    let Scoped { principal, name: name_read } = caller?;
+    let store = state.store.as_ref();
+    let located = access::locate(store, &principal, &ns, name_read.as_ref()).await?;
+    let org_id = located.org_id();
+    let version_key = keys::module_version(org_id, &name, &provider, &version);
+    let wanted = Wanted { org_name: &ns, namespace: None, name: &name, provider: &provider, statuses: false };
+    // The count is written beside the reads (joined with them), not after them nor after the
+    // response: on Lambda a task spawned to outlive the response may be frozen with the
+    // environment before it runs, and the count lost. Its transaction holds only where the reads
+    // would succeed (the version is `ok`, the module and the organization are there), so a
+    // refused download counts nothing, and it costs no sequential round trip. The price is write
+    // capacity: a transaction of 3 items (2 checks) bills twice each, 6 units where a bare update
+    // billed 1.
+    let reads = modules::read(store, &principal, &located, wanted, std::slice::from_ref(&version_key));
+    let count = count_download(store, &principal, (&ns, &located), (&name, &provider), version_key.clone());
+    let (read, ()) = futures::join!(reads, count);
+    let Read { also, .. } = read?;
+    let stored: ModuleVersion = also.into_iter().next().flatten().ok_or(ProtocolError::NotFound)?.parse()?;
+    if stored.status != OK {
+        return Err(ProtocolError::NotFound);
+    }
     let archive = stored.archive.as_deref().and_then(ObjectId::parse).ok_or(ProtocolError::NotFound)?;
     let url = state.blobs.download_url(&archive, DOWNLOAD_LINK_VALIDITY).await?;
     // go-getter strips `archive` before fetching and unpacks what it fetched as tar.gz.
     let separator = if url.contains('?') { '&' } else { '?' };
     let get = format!("{url}{separator}archive=tar.gz");
-    // The count has an item of its own: downloads never contend with changes to the module.
-    let count = vec![UpdateOp::Add(DOWNLOADS.into(), 1)];
-    if let Err(e) = state.store.update(&module.downloads_key(), count, Condition::Always).await {
-        tracing::warn!(module = %module.id, error = %e, "download not counted");
-    }
     let value = HeaderValue::from_str(&get)?;
     let headers =
         [(HeaderName::from_static("x-terraform-get"), value), (header::CONTENT_LENGTH, HeaderValue::from_static("0"))];
     Ok((StatusCode::NO_CONTENT, headers).into_response())
 }
 
+/// Counts a download of a private module's version, in its own item (downloads never contend
+/// with changes to the module), if the version is `ok` and the caller may read the organization.
+/// A count that fails is logged, never the download's failure.
+async fn count_download(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    (org_name, located): (&str, &access::Located),
+    (name, provider): (&str, &str),
+    version_key: Key,
+) {
+    let org_id = located.org_id();
+    if !principal.can(org_id, Permission::Read) {
+        return;
+    }
+    let mut writes = vec![
+        Write::Update {
+            key: keys::module_downloads(org_id, None, name, provider),
+            ops: vec![UpdateOp::Add(DOWNLOADS.into(), 1)],
+            condition: Condition::Always,
+        },
+        Write::Check { key: version_key, condition: Condition::equals("status", OK) },
+    ];
+    writes.extend(access::still_there(org_name, located));
+    match store.transact(writes).await {
+        Ok(()) => {}
+        // The download is refused too (or the version went away meanwhile): nothing to count.
+        Err(e) if e.is_condition_failed() => {}
+        Err(e) => tracing::warn!(module = %name, provider = %provider, error = %e, "download not counted"),
+    }
+}
+
 async fn download_latest(
     State(state): State<AppState>,
-    caller: Caller,
+    caller: ScopedCaller,
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Response> {
-    let (org, module) = module(&state, caller, &ns, &name, &provider).await?;
+    let Read { org, module, .. } = module(&state, caller, (&ns, &name, &provider), false).await?;
     let latest = module.latest.as_ref().ok_or(ProtocolError::NotFound)?;
     let location = format!("{PREFIX}/{}/{}/{}/{}/download", org.name, module.name, module.provider, latest.version);
     let location = HeaderValue::from_str(&location)?;

@@ -6,9 +6,11 @@
 //! strips its top-level directory and hands it to the same ingest as an upload.
 
 mod publish;
+mod reseal;
 mod sync;
 mod webhook;
 
 pub use publish::{organization_of_token, publish, switch, PublishRequest, Switch};
+pub use reseal::reseal;
 pub use sync::{create_branch_version, run_pending, run_pending_at, RunBounds, MAX_ATTEMPTS};
 pub use webhook::{delivery, MAX_DELIVERY_BYTES};

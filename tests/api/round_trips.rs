@@ -1,0 +1,204 @@
+//! How many sequential store round trips each authenticated read waits for: the router called
+//! in-process on a second state over dev-server's data, its store wrapped in the counting
+//! adapter. On DynamoDB a request's latency is mostly these round trips; a BatchGetItem or a
+//! transaction is one call, and calls made in parallel share one round trip. Counts only, no
+//! timings.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use axum::Router;
+use hangar_tests::counting::{Cost, Counters, CountingStore};
+use hangar_tests::{module_archive, TestApp};
+use http_body_util::BodyExt;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+
+const MODULE: &str = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws";
+const VERSIONS: &str = "/api/registry/v1/modules/acme/vpc/aws/versions";
+const DOWNLOAD: &str = "/api/registry/v1/modules/acme/vpc/aws/1.0.0/download";
+const DETAIL: &str = "/api/registry/v1/modules/acme/vpc/aws/1.0.0";
+
+/// The router of a second state on the app's data, counting its store calls.
+struct Counted {
+    router: Router,
+    counters: Arc<Counters>,
+}
+
+impl Counted {
+    async fn on(app: &TestApp) -> Counted {
+        let mut state = app.second_state().await;
+        let (store, counters) = CountingStore::wrap(state.store.clone());
+        state.store = store;
+        Counted { router: hangar::app::routers::all(state), counters }
+    }
+
+    /// Sends a GET with the bearer token; the status, the body and what it cost.
+    async fn get(&self, path: &str, token: &str) -> (StatusCode, Value, Cost) {
+        let request = Request::builder()
+            .method(Method::GET)
+            .uri(path)
+            .header("Host", "hangar.local")
+            .header("Authorization", format!("Bearer {token}"))
+            .body(Body::empty())
+            .expect("a request");
+        let before = self.counters.snapshot();
+        let response = self.router.clone().oneshot(request).await.expect("infallible");
+        let cost = self.counters.snapshot() - before;
+        let status = response.status();
+        let bytes = response.into_body().collect().await.expect("a body").to_bytes();
+        (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null), cost)
+    }
+}
+
+/// `acme` with module vpc/aws at version 1.0.0 (`ok`), an agent pool, and a read-only team's
+/// token; returns (app, that token, the pool's id).
+async fn acme() -> (TestApp, String, String) {
+    let app = TestApp::spawn().await;
+    let (readers, pool_id) = seed(&app).await;
+    (app, readers, pool_id)
+}
+
+/// What [`acme`] makes, on an app already started; returns (the read-only token, the pool's id).
+async fn seed(app: &TestApp) -> (String, String) {
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
+    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &owners, module).await.status, 201);
+    let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
+    let created = app.post(&format!("{MODULE}/versions"), &owners, body).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let url = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
+    assert_eq!(app.upload(&url, module_archive()).await, 200);
+    app.settled(&format!("{MODULE}/version?module_version=1.0.0"), &owners).await;
+    let pool = json!({"data": {"type": "agent-pools", "attributes": {"name": "builders"}}});
+    let pool = app.post("/api/v2/organizations/acme/agent-pools", &owners, pool).await;
+    assert_eq!(pool.status, 201, "{:?}", pool.body);
+    let pool_id = pool.body["data"]["id"].as_str().unwrap().to_owned();
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    (readers, pool_id)
+}
+
+fn downloads(detail: &Value) -> u64 {
+    detail["downloads"].as_u64().expect("a download count")
+}
+
+#[tokio::test]
+async fn a_team_reads_a_module_its_versions_and_a_pool_in_two_round_trips() {
+    let (app, readers, pool_id) = acme().await;
+    let counted = Counted::on(&app).await;
+    let pool = format!("/api/v2/agent-pools/{pool_id}");
+    for path in [MODULE, VERSIONS, pool.as_str()] {
+        let (status, body, cost) = counted.get(path, &readers).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        // The token's item; then the organization, its name and the resource in one batch,
+        // beside the one query (statuses, agents) no batch can hold.
+        assert_eq!(cost.rounds, 2, "{path}: {cost:?}");
+        assert!(cost.calls <= 3, "{path}: {cost:?}");
+    }
+    let (_, body, _) = counted.get(MODULE, &readers).await;
+    assert_eq!(body["data"]["attributes"]["version-statuses"][0]["version"], "1.0.0", "{body}");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_download_is_counted_beside_its_reads_in_two_round_trips() {
+    let (app, readers, _) = acme().await;
+    let counted = Counted::on(&app).await;
+    let (_, detail, _) = counted.get(DETAIL, &readers).await;
+    let before = downloads(&detail);
+    let (status, body, cost) = counted.get(DOWNLOAD, &readers).await;
+    assert_eq!(status, 204, "{body}");
+    assert_eq!(cost.rounds, 2, "{cost:?}");
+    assert_eq!(cost.calls, 3, "token, one batch of reads, the count's transaction: {cost:?}");
+    assert_eq!(cost.items_written, 1 + 2, "the count, and its checks of the version and the organization: {cost:?}");
+    let (_, detail, _) = counted.get(DETAIL, &readers).await;
+    assert_eq!(downloads(&detail), before + 1);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn the_site_admin_reads_the_organizations_name_with_its_token() {
+    let (app, _, pool_id) = acme().await;
+    let counted = Counted::on(&app).await;
+    // The site admin's token names no organization: the name marker is read in the token's batch.
+    for path in [MODULE, VERSIONS, DOWNLOAD] {
+        let (status, body, cost) = counted.get(path, &app.admin_token).await;
+        assert!(status.is_success(), "{path}: {status} {body}");
+        assert_eq!((cost.rounds, cost.calls), (2, 3), "{path}: {cost:?}");
+    }
+    // A pool is reached by its id: the id pointer, the pool, its organization, its agents, one
+    // after the other, as before.
+    let (status, _, cost) = counted.get(&format!("/api/v2/agent-pools/{pool_id}"), &app.admin_token).await;
+    assert_eq!(status, 200);
+    assert_eq!(cost.rounds, 5, "{cost:?}");
+    let unknown = "/api/v2/organizations/nope/registry-modules/private/nope/vpc/aws";
+    assert_eq!(counted.get(unknown, &app.admin_token).await.0, 404);
+    assert_eq!(counted.get("/api/registry/v1/modules/nope/vpc/aws/versions", &app.admin_token).await.0, 404);
+    assert_eq!(counted.get(MODULE, "not-a-token").await.0, 401);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn another_organizations_team_neither_reads_nor_counts_a_download() {
+    let (app, readers, pool_id) = acme().await;
+    app.create_organization("beta").await;
+    let (_, outsider) = app.team_with_token("beta", "outsiders", json!({})).await;
+    let counted = Counted::on(&app).await;
+    let (_, detail, _) = counted.get(DETAIL, &readers).await;
+    let before = downloads(&detail);
+    let pool = format!("/api/v2/agent-pools/{pool_id}");
+    for path in [MODULE, VERSIONS, DOWNLOAD, DETAIL, pool.as_str()] {
+        let (status, body, _) = counted.get(path, &outsider).await;
+        assert_eq!(status, 404, "{path}: {body}");
+    }
+    // Nor does a download of a version that is not there.
+    let missing = "/api/registry/v1/modules/acme/vpc/aws/9.9.9/download";
+    assert_eq!(counted.get(missing, &readers).await.0, 404);
+    let (_, detail, _) = counted.get(DETAIL, &readers).await;
+    assert_eq!(downloads(&detail), before, "refused downloads count nothing");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_team_token_or_team_stops_reading_at_once() {
+    let (app, _, _) = acme().await;
+    let body = json!({"data": {"type": "teams", "attributes": {"name": "gone", "organization-access": {}}}});
+    let team = app.post("/api/v2/organizations/acme/teams", &app.admin_token, body).await;
+    let team_id = team.body["data"]["id"].as_str().unwrap().to_owned();
+    let token = app.token_for_team(&team_id).await;
+    let counted = Counted::on(&app).await;
+    assert_eq!(counted.get(MODULE, &token).await.0, 200);
+    let path = format!("/api/v2/teams/{team_id}/authentication-token");
+    assert_eq!(app.delete(&path, &app.admin_token).await.status, 204);
+    assert_eq!(counted.get(MODULE, &token).await.0, 401, "a revoked token, on another warm state");
+    let token = app.token_for_team(&team_id).await;
+    assert_eq!(counted.get(VERSIONS, &token).await.0, 200);
+    assert_eq!(app.delete(&format!("/api/v2/teams/{team_id}"), &app.admin_token).await.status, 204);
+    assert_eq!(counted.get(VERSIONS, &token).await.0, 401, "a deleted team's token");
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn on_dynamodb_a_team_reads_in_two_round_trips_and_a_download_counts_once() {
+    let Some(app) = hangar_tests::spawn_on_dynamodb().await else { return };
+    let (readers, pool_id) = seed(&app).await;
+    let counted = Counted::on(&app).await;
+    let pool = format!("/api/v2/agent-pools/{pool_id}");
+    for path in [MODULE, VERSIONS, pool.as_str()] {
+        let (status, body, cost) = counted.get(path, &readers).await;
+        assert_eq!(status, 200, "{path}: {body}");
+        assert_eq!(cost.rounds, 2, "{path}: {cost:?}");
+    }
+    let (_, detail, _) = counted.get(DETAIL, &readers).await;
+    let before = downloads(&detail);
+    let (status, body, cost) = counted.get(DOWNLOAD, &readers).await;
+    assert_eq!(status, 204, "{body}");
+    assert_eq!((cost.rounds, cost.calls), (2, 3), "{cost:?}");
+    let missing = "/api/registry/v1/modules/acme/vpc/aws/9.9.9/download";
+    assert_eq!(counted.get(missing, &readers).await.0, 404);
+    let (_, detail, _) = counted.get(DETAIL, &readers).await;
+    assert_eq!(downloads(&detail), before + 1, "the transaction's checks hold on DynamoDB's expressions");
+    app.stop().await;
+}
