@@ -107,7 +107,7 @@ pub fn inspect_sync(source: impl Read, limits: ArchiveLimits) -> Result<ArchiveS
         });
     }
     Ok(ArchiveSummary {
-        metadata: terraform::read(&findings.sources),
+        metadata: terraform::read(findings.sources),
         root_module_files: findings.root_module_files,
         readme: findings.readme,
         entries: findings.entries,

@@ -2,11 +2,13 @@
 //! `.tf` and `.tf.json` files and the README of the root module, of each submodule
 //! (`modules/<name>/`) and of each example (`examples/<name>/`), as the public registry lays a
 //! module out. What is kept has a budget of its own, so a huge archive costs the walk no more
-//! memory than the budget.
+//! memory than the budget. Each source file goes to a parser thread as soon as it is read
+//! ([`Parser`]), so parsing overlaps the decompression the walk waits on.
 
 use std::collections::BTreeMap;
 
 use super::limits::MIB;
+use super::terraform::Parser;
 
 /// The most source bytes (files and READMEs of every directory together) kept for metadata.
 pub(super) const SOURCES_CAP: u64 = 4 * MIB;
@@ -16,20 +18,23 @@ const DIRECTORIES_CAP: usize = 256;
 /// What the walk kept of a directory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DirectorySources {
-    /// `(file name, text)` of its `.tf` and `.tf.json` files, in archive order.
-    pub files: Vec<(String, String)>,
+    /// The names of its `.tf` and `.tf.json` files, in archive order (their text went to the
+    /// parser).
+    pub files: Vec<String>,
     /// Its README (`README.md` preferred over `README`), when it has one.
     pub readme: Option<String>,
     readme_rank: u8,
 }
 
 /// What the walk kept, by directory (`""` for the root, `modules/<name>`, `examples/<name>`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Default)]
 pub struct ModuleSources {
     pub directories: BTreeMap<String, DirectorySources>,
     /// Set when something was left out for the budget: the metadata says so.
     pub left_out: Option<String>,
     kept: u64,
+    /// Parses the source files as they come; started with the first.
+    pub(super) parser: Option<Parser>,
 }
 
 /// What a file is to the metadata.
@@ -88,7 +93,8 @@ impl ModuleSources {
         match wanted {
             Wanted::Source => {
                 self.kept += text.len() as u64;
-                entry.files.push((name.to_owned(), text));
+                entry.files.push(name.to_owned());
+                self.parser.get_or_insert_with(Parser::start).parse(directory, name, text);
             }
             Wanted::Readme(rank) => {
                 let replaced = entry.readme.as_ref().map_or(0, |readme| readme.len() as u64);

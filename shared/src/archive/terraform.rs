@@ -5,6 +5,8 @@
 //! it could not be read and why, and keeps what the other files gave.
 
 use std::collections::BTreeMap;
+use std::sync::mpsc;
+use std::thread;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -99,8 +101,62 @@ pub struct Resource {
     pub name: String,
 }
 
-/// Reads the metadata of every directory the walk kept.
-pub fn read(sources: &ModuleSources) -> ModuleMetadata {
+/// Parses source files on a thread of its own as the walk hands them over, so that parsing
+/// overlaps the decompression the walk waits on; a machine that cannot start a thread parses them
+/// in place.
+pub(super) struct Parser {
+    sender: Option<mpsc::Sender<(String, String, String)>>,
+    worker: Option<thread::JoinHandle<Parsed>>,
+    in_place: Parsed,
+}
+
+/// What each directory's files declare, by directory.
+type Parsed = BTreeMap<String, Declarations>;
+
+impl Parser {
+    pub(super) fn start() -> Self {
+        let (sender, files) = mpsc::channel::<(String, String, String)>();
+        let worker = thread::Builder::new().name("module-metadata".into()).spawn(move || {
+            let mut parsed = Parsed::new();
+            for (directory, name, text) in files {
+                parse_file(parsed.entry(directory).or_default(), &name, &text);
+            }
+            parsed
+        });
+        match worker {
+            Ok(worker) => Parser { sender: Some(sender), worker: Some(worker), in_place: Parsed::new() },
+            Err(_) => Parser { sender: None, worker: None, in_place: Parsed::new() },
+        }
+    }
+
+    pub(super) fn parse(&mut self, directory: &str, name: &str, text: String) {
+        let file = (directory.to_owned(), name.to_owned(), text);
+        // A worker that is gone (it panicked: `finish` says so) leaves the file to parse here.
+        let (directory, name, text) = match &self.sender {
+            Some(sender) => match sender.send(file) {
+                Ok(()) => return,
+                Err(mpsc::SendError(file)) => file,
+            },
+            None => file,
+        };
+        parse_file(self.in_place.entry(directory).or_default(), &name, &text);
+    }
+
+    fn finish(mut self) -> Parsed {
+        drop(self.sender.take());
+        match self.worker.take().map(thread::JoinHandle::join) {
+            Some(Ok(parsed)) => parsed,
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            None => self.in_place,
+        }
+    }
+}
+
+/// Reads the metadata of every directory the walk kept, once its parser has read every file.
+pub fn read(sources: ModuleSources) -> ModuleMetadata {
+    let mut parsed = sources.parser.map(Parser::finish).unwrap_or_default();
+    let mut directory =
+        |path: &str, kept: &DirectorySources| directory(path, kept, parsed.remove(path).unwrap_or_default());
     let mut metadata = ModuleMetadata { problem: sources.left_out.clone(), ..ModuleMetadata::default() };
     let empty = DirectorySources::default();
     metadata.root = directory("", sources.directories.get("").unwrap_or(&empty));
@@ -147,14 +203,15 @@ struct Declarations {
     problems: Vec<String>,
 }
 
-fn directory(path: &str, kept: &DirectorySources) -> ModuleDirectory {
-    let mut found = Declarations::default();
-    for (name, text) in &kept.files {
-        let read = if name.ends_with(".tf.json") { json_file(text, &mut found) } else { hcl_file(text, &mut found) };
-        if let Err(problem) = read {
-            found.problems.push(format!("{name}: {problem}"));
-        }
+/// Reads one file into what its directory declares; a file that does not parse is named.
+fn parse_file(found: &mut Declarations, name: &str, text: &str) {
+    let read = if name.ends_with(".tf.json") { json_file(text, found) } else { hcl_file(text, found) };
+    if let Err(problem) = read {
+        found.problems.push(format!("{name}: {problem}"));
     }
+}
+
+fn directory(path: &str, kept: &DirectorySources, mut found: Declarations) -> ModuleDirectory {
     found.inputs.sort_by(|a, b| a.name.cmp(&b.name));
     found.outputs.sort_by(|a, b| a.name.cmp(&b.name));
     ModuleDirectory {
