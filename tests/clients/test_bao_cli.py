@@ -12,9 +12,9 @@ import shutil
 import subprocess
 import sys
 
-import boto3
 import pytest
-from botocore.exceptions import ClientError
+
+from iam_helpers import iam_client, user_exists
 
 POLICY = json.dumps(
     {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}]}
@@ -54,25 +54,6 @@ def bao(broker, tmp_path):
         {"BAO_ADDR": url, "BAO_TOKEN": token, "VAULT_ADDR": url, "VAULT_TOKEN": token, "HOME": str(tmp_path)}
     )
     return Bao(binary, env)
-
-
-def iam_client(endpoint):
-    return boto3.client(
-        "iam",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-
-
-def user_exists(iam, name):
-    try:
-        iam.get_user(UserName=name)
-        return True
-    except ClientError as error:
-        assert error.response["Error"]["Code"] == "NoSuchEntity", error
-        return False
 
 
 def users_under(iam, path):

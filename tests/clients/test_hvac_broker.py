@@ -6,36 +6,17 @@ tokens. The `broker` and `moto_endpoint` fixtures are conftest.py's."""
 import json
 import secrets
 
-import boto3
 import hvac
 import hvac.exceptions
 import pytest
-from botocore.exceptions import ClientError
+
+from iam_helpers import iam_client, user_exists
 
 ACCOUNT = "123456789012"
 POLICY = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "s3:GetObject", "Resource": "*"}],
 }
-
-
-def iam_client(endpoint):
-    return boto3.client(
-        "iam",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-
-
-def user_exists(iam, name):
-    try:
-        iam.get_user(UserName=name)
-        return True
-    except ClientError as error:
-        assert error.response["Error"]["Code"] == "NoSuchEntity", error
-        return False
 
 
 def test_hvac_configures_the_aws_engine_generates_credentials_and_revokes_them(broker, moto_endpoint):
