@@ -13,10 +13,9 @@ use hangar::auth::{AgentGrant, Principal};
 use hangar::config::Config;
 use hangar::state::AppState;
 use hangar_tests::{Reply, TestApp};
-use reqwest::Method;
 use serde_json::{json, Value};
 
-const REGISTER: &str = "/api/agent/register";
+use super::agent_pools::{id, register, registered, report, REGISTER};
 
 /// One live agent, unknown after 60 s of silence and errored 60 s later, kept 300 s once ended.
 fn one_agent() -> Config {
@@ -27,10 +26,6 @@ fn one_agent() -> Config {
         agent_retention: Duration::from_secs(300),
         ..Config::default()
     }
-}
-
-fn id(reply: &Reply) -> String {
-    reply.body["data"]["id"].as_str().unwrap_or_else(|| panic!("an id in {:?}", reply.body)).to_owned()
 }
 
 /// `acme` with a pool and an agent token: (app, owners token, pool id, agent token secret).
@@ -55,31 +50,6 @@ async fn agent_token(app: &TestApp, owners: &str, pool_id: &str) -> String {
     let reply = app.post(&format!("/api/v2/agent-pools/{pool_id}/authentication-tokens"), owners, body).await;
     assert_eq!(reply.status, 201, "{:?}", reply.body);
     reply.body["data"]["attributes"]["token"].as_str().expect("the secret").to_owned()
-}
-
-async fn gateway(app: &TestApp, method: Method, path: &str, secret: &str, body: Value) -> Reply {
-    let request = app
-        .client
-        .request(method, format!("{}{path}", app.url))
-        .header("Content-Type", "application/json")
-        .bearer_auth(secret)
-        .body(body.to_string());
-    Reply::read(request.send().await.expect("the request reaches dev-server")).await
-}
-
-async fn register(app: &TestApp, secret: &str, name: &str) -> Reply {
-    gateway(app, Method::POST, REGISTER, secret, json!({"name": name})).await
-}
-
-async fn registered(app: &TestApp, secret: &str, name: &str) -> String {
-    let reply = register(app, secret, name).await;
-    assert_eq!(reply.status, 201, "registering {name}: {:?}", reply.body);
-    id(&reply)
-}
-
-async fn report(app: &TestApp, secret: &str, agent_id: &str, status: &str) -> Reply {
-    let path = format!("/api/agent/agents/{agent_id}/status");
-    gateway(app, Method::PUT, &path, secret, json!({"status": status})).await
 }
 
 async fn shown(app: &TestApp, owners: &str, agent_id: &str) -> Reply {

@@ -12,7 +12,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 
 const POOLS: &str = "/api/v2/organizations/acme/agent-pools";
-const REGISTER: &str = "/api/agent/register";
+pub(super) const REGISTER: &str = "/api/agent/register";
 
 fn pool(name: &str) -> Value {
     json!({"data": {"type": "agent-pools", "attributes": {"name": name}}})
@@ -58,7 +58,7 @@ async fn acme() -> (TestApp, String) {
     acme_with(Config::default()).await
 }
 
-fn id(reply: &Reply) -> String {
+pub(super) fn id(reply: &Reply) -> String {
     reply.body["data"]["id"].as_str().unwrap_or_else(|| panic!("an id in {:?}", reply.body)).to_owned()
 }
 
@@ -95,7 +95,7 @@ async fn agent_token(app: &TestApp, token: &str, pool_id: &str) -> (String, Stri
 }
 
 /// A request to the agent gateway as an agent sends it: plain `application/json`.
-async fn gateway(app: &TestApp, method: Method, path: &str, secret: Option<&str>, body: Value) -> Reply {
+pub(super) async fn gateway(app: &TestApp, method: Method, path: &str, secret: Option<&str>, body: Value) -> Reply {
     let mut request = app
         .client
         .request(method, format!("{}{path}", app.url))
@@ -107,18 +107,18 @@ async fn gateway(app: &TestApp, method: Method, path: &str, secret: Option<&str>
     Reply::read(request.send().await.expect("the request reaches dev-server")).await
 }
 
-async fn register(app: &TestApp, secret: &str, name: &str) -> Reply {
+pub(super) async fn register(app: &TestApp, secret: &str, name: &str) -> Reply {
     gateway(app, Method::POST, REGISTER, Some(secret), json!({"name": name})).await
 }
 
 /// Registers an agent that must be accepted and returns its id.
-async fn registered(app: &TestApp, secret: &str, name: &str) -> String {
+pub(super) async fn registered(app: &TestApp, secret: &str, name: &str) -> String {
     let reply = register(app, secret, name).await;
     assert_eq!(reply.status, 201, "registering {name}: {:?}", reply.body);
     id(&reply)
 }
 
-async fn report(app: &TestApp, secret: &str, agent_id: &str, status: &str) -> Reply {
+pub(super) async fn report(app: &TestApp, secret: &str, agent_id: &str, status: &str) -> Reply {
     let path = format!("/api/agent/agents/{agent_id}/status");
     gateway(app, Method::PUT, &path, Some(secret), json!({"status": status})).await
 }

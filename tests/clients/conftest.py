@@ -22,13 +22,13 @@ class Hangar:
         self.certificate = certificate
 
 
-def _start(binary: str, data_dir: str, *flags: str) -> tuple[subprocess.Popen, str, str, str | None]:
+def _start(binary: str, data_dir: str, *flags: str, env=None) -> tuple[subprocess.Popen, str, str, str | None]:
     process = subprocess.Popen(
         [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir, *flags],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
-        env={**os.environ, "RUST_LOG": "warn"},
+        env={**os.environ, "RUST_LOG": "warn", **(env or {})},
     )
     token, url, certificate = None, None, None
     timer = threading.Timer(30, process.kill)
@@ -50,12 +50,12 @@ def _start(binary: str, data_dir: str, *flags: str) -> tuple[subprocess.Popen, s
     return process, url, token, certificate
 
 
-def _serve(*flags: str):
+def _serve(*flags: str, env=None):
     binary = os.environ.get("HANGAR_DEV_SERVER")
     if not binary:
         pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
     with tempfile.TemporaryDirectory() as data_dir:
-        process, url, token, certificate = _start(binary, data_dir, *flags)
+        process, url, token, certificate = _start(binary, data_dir, *flags, env=env)
         try:
             yield Hangar(url, token, data_dir, certificate)
         finally:
@@ -105,33 +105,10 @@ def moto_endpoint():
 @pytest.fixture
 def broker():
     """dev-server with a fresh data directory and a known broker root token: (url, token)."""
-    binary = os.environ.get("HANGAR_DEV_SERVER")
-    if not binary:
-        pytest.fail("HANGAR_DEV_SERVER must name the dev-server binary (tests/run sets it)")
     token = "hvs." + secrets.token_urlsafe(18)
-    with tempfile.TemporaryDirectory() as data_dir:
-        process = subprocess.Popen(
-            [binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            text=True,
-            env={**os.environ, "RUST_LOG": "warn", "HANGAR_ROOT_SERVICE_TOKEN": token},
-        )
-        url = None
-        timer = threading.Timer(30, process.kill)
-        timer.start()
-        try:
-            for line in process.stdout:
-                if line.startswith("Hangar is listening on "):
-                    url = line.rsplit(" ", 1)[-1].strip()
-                    break
-        finally:
-            timer.cancel()
-        if not url:
-            process.kill()
-            raise RuntimeError("dev-server did not start (no address printed)")
-        try:
-            yield url, token
-        finally:
-            process.send_signal(signal.SIGTERM)
-            process.wait(timeout=15)
+    served = _serve(env={"HANGAR_ROOT_SERVICE_TOKEN": token})
+    hangar = next(served)
+    try:
+        yield hangar.url, token
+    finally:
+        served.close()

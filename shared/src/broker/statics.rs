@@ -109,7 +109,9 @@ pub async fn check_same_user(cloud: &SharedCloud, role: &StaticRole) -> Result<(
 /// Deletes the keys the broker created for a role (its current and previous key) from its
 /// user; a key already gone is not an error.
 async fn delete_keys(cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
-    for key in std::iter::once(&role.access_key).chain(role.previous_access_key.as_ref()) {
+    // A role whose write died before its key existed holds none: it can still be deleted.
+    let held = std::iter::once(&role.access_key).chain(role.previous_access_key.as_ref());
+    for key in held.filter(|key| !key.is_empty()) {
         match cloud.delete_access_key(Some(&role.username), key).await {
             Ok(()) | Err(aws::CloudError::NotFound(_)) => {}
             Err(e) => {
