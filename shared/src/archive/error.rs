@@ -56,6 +56,10 @@ pub enum ArchiveError {
         "{link} `{path}` has the target `{target}`, which cannot be checked: name it without `..` after a directory"
     )]
     LinkTargetUnclear { link: LinkKind, path: String, target: String },
+    #[error("{link} `{path}` points outside the source directory `{dir}/` (`{target}`)")]
+    LinkLeavesDirectory { link: LinkKind, path: String, target: String, dir: String },
+    #[error("the repository has no directory `{dir}/`")]
+    DirectoryMissing { dir: String },
     #[error("{link} `{path}` has a target longer than {limit} bytes")]
     LinkTargetTooLong { link: LinkKind, path: String, limit: usize },
 }

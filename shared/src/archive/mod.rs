@@ -27,7 +27,7 @@ use tokio_util::io::SyncIoBridge;
 
 pub use error::{ArchiveError, LinkKind};
 pub use limits::ArchiveLimits;
-pub use repack::strip_top_directory;
+pub use repack::{repack, strip_top_directory};
 pub use terraform::{Input, ModuleCall, ModuleDirectory, ModuleMetadata, Output, ProviderDependency, Resource};
 
 use error::shown;

@@ -140,3 +140,56 @@ fn a_stream_that_is_not_gzip_is_reported_as_such() {
     let plain = Tarball::new().file("repo/main.tf", "").tar();
     assert_eq!(refusal(&plain), "the archive is not gzip-compressed");
 }
+
+fn folder_of(gz: &[u8], directory: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::new();
+    crate::archive::repack(gz, &mut out, ArchiveLimits::default(), directory).map(|()| out).map_err(|e| e.to_string())
+}
+
+fn monorepo() -> Tarball {
+    Tarball::new()
+        .dir("repo-abc/")
+        .file("repo-abc/README.md", "# all of it\n")
+        .dir("repo-abc/modules/")
+        .dir("repo-abc/modules/vpc/")
+        .file("repo-abc/modules/vpc/main.tf", "variable \"cidr\" {}\n")
+        .symlink("repo-abc/modules/vpc/same.tf", "main.tf")
+        .hard_link("repo-abc/modules/vpc/hard.tf", "repo-abc/modules/vpc/main.tf")
+        .dir("repo-abc/modules/dns/")
+        .file("repo-abc/modules/dns/main.tf", "")
+}
+
+#[test]
+fn a_source_directory_becomes_the_root_and_the_rest_is_left_out() {
+    let out = folder_of(&monorepo().gz(), "modules/vpc").unwrap();
+
+    let paths: Vec<_> = entries(&out);
+    let expected = [
+        ("main.tf".to_owned(), None),
+        ("same.tf".to_owned(), Some("main.tf".to_owned())),
+        ("hard.tf".to_owned(), Some("main.tf".to_owned())),
+    ];
+    assert_eq!(paths, expected);
+    assert_eq!(inspect_sync(&out[..], ArchiveLimits::default()).unwrap().root_module_files, ["main.tf"]);
+}
+
+#[test]
+fn links_leaving_the_source_directory_are_refused() {
+    let symlink = monorepo().symlink("repo-abc/modules/vpc/up.tf", "../dns/main.tf").gz();
+    assert_eq!(
+        folder_of(&symlink, "modules/vpc").unwrap_err(),
+        "symlink `up.tf` points outside the source directory `modules/vpc/` (`../dns/main.tf`)"
+    );
+    let hard = monorepo().hard_link("repo-abc/modules/vpc/dns.tf", "repo-abc/modules/dns/main.tf").gz();
+    assert!(folder_of(&hard, "modules/vpc").unwrap_err().starts_with("hard link `dns.tf` points outside"));
+    // Inside the folder, a link may climb as long as it stays in it.
+    let inner = monorepo().symlink("repo-abc/modules/vpc/sub/x.tf", "../main.tf").gz();
+    assert!(folder_of(&inner, "modules/vpc").is_ok());
+}
+
+#[test]
+fn a_missing_source_directory_is_named() {
+    assert_eq!(folder_of(&monorepo().gz(), "modules/s3").unwrap_err(), "the repository has no directory `modules/s3/`");
+    // A folder name is matched whole, never as a prefix of another.
+    assert!(folder_of(&monorepo().gz(), "modules/vp").is_err());
+}
