@@ -12,6 +12,7 @@ mod dev_server;
 mod dynamodb;
 mod events;
 mod hardening;
+mod monorepo;
 mod oauth_clients;
 mod registry;
 mod registry_metadata;

@@ -29,14 +29,14 @@ const GH_TOKEN: &str = "gh-token";
 const OWNER: &str = "acme-corp";
 const VPC_REPO: &str = "acme-corp/terraform-aws-vpc";
 const VPC: &str = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws";
-const PUBLISH: &str = "/api/v2/organizations/acme/registry-modules/vcs";
+pub(crate) const PUBLISH: &str = "/api/v2/organizations/acme/registry-modules/vcs";
 const MODULES: &str = "/api/v2/organizations/acme/registry-modules";
 
-const SHA_100: &str = "1000000000000000000000000000000000000000";
-const SHA_110: &str = "1100000000000000000000000000000000000000";
-const SHA_RELEASE: &str = "ee00000000000000000000000000000000000000";
+pub(crate) const SHA_100: &str = "1000000000000000000000000000000000000000";
+pub(crate) const SHA_110: &str = "1100000000000000000000000000000000000000";
+pub(crate) const SHA_RELEASE: &str = "ee00000000000000000000000000000000000000";
 /// The commit a tag pushed later (announced by a webhook delivery) points at.
-const SHA_120: &str = "1200000000000000000000000000000000000000";
+pub(crate) const SHA_120: &str = "1200000000000000000000000000000000000000";
 /// The head of `main`.
 const SHA_MAIN: &str = "abc1234def5678abc1234def5678abc1234def56";
 /// What the stand-in's errors for `terraform-aws-leaky` say: nothing a caller should read.
@@ -54,20 +54,28 @@ struct Seen {
     requests: Vec<String>,
     /// (repository, body) of every webhook registration.
     hooks: Vec<(String, Value)>,
+    /// (repository, tag, commit) of tags pushed since the stand-in started, listed after those
+    /// of [`tags_of`].
+    pushed: Vec<(String, String, String)>,
 }
 
 #[derive(Clone, Default)]
-struct GitHub {
+pub(crate) struct GitHub {
     url: String,
     seen: Arc<Mutex<Seen>>,
 }
 
 impl GitHub {
-    fn requests(&self) -> Vec<String> {
+    /// Adds a tag to `repo` (its name without the owner), as a push would, without a delivery.
+    pub(crate) fn push_tag(&self, repo: &str, tag: &str, sha: &str) {
+        self.seen.lock().unwrap().pushed.push((repo.to_owned(), tag.to_owned(), sha.to_owned()));
+    }
+
+    pub(crate) fn requests(&self) -> Vec<String> {
         self.seen.lock().unwrap().requests.clone()
     }
 
-    fn hooks(&self, repo: &str) -> Vec<Value> {
+    pub(crate) fn hooks(&self, repo: &str) -> Vec<Value> {
         self.seen.lock().unwrap().hooks.iter().filter(|(r, _)| r == repo).map(|(_, body)| body.clone()).collect()
     }
 
@@ -108,11 +116,21 @@ fn tags_of(repo: &str) -> Vec<(String, &'static str)> {
         "terraform-aws-longname" | "terraform-aws-archivedown" => tags(&[("v1.0.0", SHA_100)]),
         // More tags than one store transaction could add at once.
         "terraform-aws-manytags" => (0..MANY_TAGS).map(|patch| (format!("v1.0.{patch}"), SHA_100)).collect(),
+        // A monorepo: each module's tags carry its prefix; `v9.0.0` belongs to none of them.
+        MONOREPO => tags(&[
+            ("vpc/v1.0.0", SHA_100),
+            ("vpc/1.1.0", SHA_110),
+            ("dns-v2.0.0", SHA_RELEASE),
+            ("leaky/v1.0.0", SHA_100),
+            ("v9.0.0", SHA_MAIN),
+        ]),
         _ => tags(&[("v1.0.0", SHA_100), ("1.1.0", SHA_110), ("release-x", SHA_RELEASE)]),
     }
 }
 
 const MANY_TAGS: usize = 40;
+/// The name of the monorepo [`tarball`] lays out with a folder per module.
+pub(crate) const MONOREPO: &str = "platform";
 
 /// The commit a ref names: a listed tag, the tag pushed later, a branch or a commit SHA.
 fn commit_of(repo: &str, git_ref: &str) -> String {
@@ -122,7 +140,7 @@ fn commit_of(repo: &str, git_ref: &str) -> String {
 }
 
 /// What `main.tf` holds at `git_ref`: it names the ref, so downloads tell versions apart.
-fn main_tf(git_ref: &str) -> String {
+pub(crate) fn main_tf(git_ref: &str) -> String {
     format!("# built from ref {git_ref}\nvariable \"cidr\" {{}}\noutput \"ref\" {{ value = \"{git_ref}\" }}\n")
 }
 
@@ -130,7 +148,9 @@ fn main_tf(git_ref: &str) -> String {
 /// one top-level directory `<owner>-<repo>-<short sha>/`.
 fn tarball(owner: &str, repo: &str, git_ref: &str) -> Vec<u8> {
     let sha = commit_of(repo, git_ref);
-    let short: String = sha.chars().take(7).collect();
+    // A ref the stand-in does not know stands for its own commit; only its letters and digits
+    // name the top-level directory, as a SHA's would.
+    let short: String = sha.chars().filter(char::is_ascii_alphanumeric).take(7).collect();
     let top = format!("{owner}-{repo}-{short}");
     let gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
     let mut tar = tar::Builder::new(gzip);
@@ -146,13 +166,39 @@ fn tarball(owner: &str, repo: &str, git_ref: &str) -> Vec<u8> {
     dir.set_size(0);
     dir.set_mode(0o755);
     tar.append_data(&mut dir, format!("{top}/"), std::io::empty()).unwrap();
-    for (name, body) in [("main.tf", main_tf(git_ref)), ("README.md", format!("# {repo}\nAt {git_ref}.\n"))] {
+    let mut files = vec![("main.tf".to_owned(), main_tf(git_ref)), ("README.md".to_owned(), format!("# {repo}\nAt {git_ref}.\n"))];
+    if repo == MONOREPO {
+        files = monorepo_files(git_ref);
+    }
+    for (name, body) in files {
         let mut file = tar::Header::new_gnu();
         file.set_size(body.len() as u64);
         file.set_mode(0o644);
         tar.append_data(&mut file, format!("{top}/{name}"), body.as_bytes()).unwrap();
     }
+    if repo == MONOREPO {
+        // A module whose symlink leads to another module's folder.
+        let mut link = tar::Header::new_gnu();
+        link.set_entry_type(tar::EntryType::Symlink);
+        link.set_size(0);
+        link.set_mode(0o777);
+        tar.append_link(&mut link, format!("{top}/modules/leaky/vpc.tf"), "../vpc/main.tf").unwrap();
+    }
     tar.into_inner().unwrap().finish().unwrap()
+}
+
+/// The monorepo's files at `git_ref`: a folder per module, each `main.tf` naming the module and
+/// the ref, and files of the repository's own.
+fn monorepo_files(git_ref: &str) -> Vec<(String, String)> {
+    let module = |name: &str| format!("# module {name}\n{}", main_tf(git_ref));
+    vec![
+        ("README.md".into(), format!("# platform\nAt {git_ref}.\n")),
+        (".github/workflows/ci.yml".into(), "on: push\n".into()),
+        ("modules/vpc/main.tf".into(), module("vpc")),
+        ("modules/vpc/README.md".into(), "# VPC\nThe network.\n".into()),
+        ("modules/dns/main.tf".into(), module("dns")),
+        ("modules/leaky/main.tf".into(), module("leaky")),
+    ]
 }
 
 type Repo = Path<(String, String)>;
@@ -169,10 +215,17 @@ async fn tags(State(gh): State<GitHub>, headers: HeaderMap, uri: Uri, Path((owne
         return Err(refusal(StatusCode::BAD_GATEWAY, "Server Error"));
     }
     let page = uri.query().unwrap_or_default().split('&').find_map(|p| p.strip_prefix("page=")).unwrap_or("1");
+    let pushed: Vec<(String, String)> = {
+        let seen = gh.seen.lock().unwrap();
+        seen.pushed.iter().filter(|(r, _, _)| *r == repo).map(|(_, tag, sha)| (tag.clone(), sha.clone())).collect()
+    };
     let listed: Vec<Value> = match page {
-        "1" => {
-            tags_of(&repo).into_iter().map(|(name, sha)| json!({ "name": name, "commit": { "sha": sha } })).collect()
-        }
+        "1" => tags_of(&repo)
+            .into_iter()
+            .map(|(name, sha)| (name, sha.to_owned()))
+            .chain(pushed)
+            .map(|(name, sha)| json!({ "name": name, "commit": { "sha": sha } }))
+            .collect(),
         _ => Vec::new(),
     };
     Ok(Json(listed).into_response())
@@ -320,12 +373,12 @@ async fn github_stand_in() -> GitHub {
 // Fixture and helpers.
 
 /// dev-server with organization `acme`, its owners token, and a VCS connection to the stand-in.
-struct Fixture {
-    app: TestApp,
-    owners: String,
-    gh: GitHub,
+pub(crate) struct Fixture {
+    pub(crate) app: TestApp,
+    pub(crate) owners: String,
+    pub(crate) gh: GitHub,
     /// The connection's `ot-…` id.
-    oauth_token: String,
+    pub(crate) oauth_token: String,
 }
 
 async fn connect(app: &TestApp, token: &str, org: &str, gh: &GitHub) -> String {
@@ -342,7 +395,7 @@ async fn connect(app: &TestApp, token: &str, org: &str, gh: &GitHub) -> String {
     id.to_owned()
 }
 
-async fn fixture() -> Fixture {
+pub(crate) async fn fixture() -> Fixture {
     let gh = github_stand_in().await;
     let (app, owners) = TestApp::with_organization_and_vcs_stand_ins("acme").await;
     let oauth_token = connect(&app, &owners, "acme", &gh).await;
@@ -359,7 +412,7 @@ fn publish_body(identifier: &str, oauth_token: &str, extra: Value) -> Value {
 }
 
 impl Fixture {
-    async fn publish(&self, identifier: &str, extra: Value) -> Reply {
+    pub(crate) async fn publish(&self, identifier: &str, extra: Value) -> Reply {
         self.app.post(PUBLISH, &self.owners, publish_body(identifier, &self.oauth_token, extra)).await
     }
 
@@ -371,7 +424,7 @@ impl Fixture {
     }
 
     /// Polls `path` until `done` holds for the module's attributes; returns them.
-    async fn until(&self, path: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn until(&self, path: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
         self.until_as(&self.owners, SETTLE, path, what, done).await
     }
 
@@ -398,13 +451,13 @@ impl Fixture {
     }
 
     /// Waits until the module's versions are exactly `expected`, all settled.
-    async fn versions(&self, path: &str, expected: &[(&str, &str)]) -> Value {
+    pub(crate) async fn versions(&self, path: &str, expected: &[(&str, &str)]) -> Value {
         let mut want: Vec<(String, String)> = expected.iter().map(|(v, s)| ((*v).into(), (*s).into())).collect();
         want.sort();
         self.until(path, &format!("versions {want:?}"), |a| statuses(a) == want).await
     }
 
-    async fn delivery(&self, webhook_url: &str, event: &str, body: &[u8], signature: Option<&str>) -> StatusCode {
+    pub(crate) async fn delivery(&self, webhook_url: &str, event: &str, body: &[u8], signature: Option<&str>) -> StatusCode {
         let mut request = self
             .app
             .client
@@ -421,7 +474,7 @@ impl Fixture {
     }
 
     /// The files of a version's archive as the registry protocol serves it: path → content.
-    async fn download(&self, name: &str, version: &str) -> BTreeMap<String, String> {
+    pub(crate) async fn download(&self, name: &str, version: &str) -> BTreeMap<String, String> {
         let path = format!("/api/registry/v1/modules/acme/{name}/aws/{version}/download");
         let reply = self.app.get(&path, &self.owners).await;
         assert_eq!(reply.status, 204, "{path}: {:?}", reply.body);
@@ -468,19 +521,19 @@ fn version_body(attributes: Value) -> Value {
     json!({"data": {"type": "registry-module-versions", "attributes": attributes}})
 }
 
-fn patch_body(attributes: Value) -> Value {
+pub(crate) fn patch_body(attributes: Value) -> Value {
     json!({"data": {"type": "registry-modules", "attributes": attributes}})
 }
 
 /// `X-Hub-Signature-256` of `body` under `secret`.
-fn sign(secret: &str, body: &[u8]) -> String {
+pub(crate) fn sign(secret: &str, body: &[u8]) -> String {
     let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).unwrap();
     mac.update(body);
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
 /// GitHub's `push` event for a newly created tag.
-fn tag_push(tag: &str, sha: &str) -> Vec<u8> {
+pub(crate) fn tag_push(tag: &str, sha: &str) -> Vec<u8> {
     json!({
         "ref": format!("refs/tags/{tag}"),
         "before": "0000000000000000000000000000000000000000",
@@ -500,7 +553,7 @@ fn tag_push(tag: &str, sha: &str) -> Vec<u8> {
 }
 
 /// The webhook secret the module registered for `repo`.
-fn hook_secret(gh: &GitHub, repo: &str) -> String {
+pub(crate) fn hook_secret(gh: &GitHub, repo: &str) -> String {
     let hooks = gh.hooks(repo);
     assert_eq!(hooks.len(), 1, "one webhook on {repo}: {hooks:?}");
     hooks[0]["config"]["secret"].as_str().expect("a secret").to_owned()

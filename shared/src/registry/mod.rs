@@ -14,6 +14,7 @@ pub mod names;
 pub mod protocol;
 pub mod publishing;
 mod render;
+mod retry;
 mod routes;
 pub mod status;
 pub mod versions;

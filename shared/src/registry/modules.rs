@@ -100,6 +100,19 @@ pub struct VcsRepo {
     /// Why setting the module up failed (`setup_failed`), as the provider answered.
     #[serde(default)]
     pub setup_error: Option<String>,
+    /// The folder of the repository the module's archives are cut from; empty for its root.
+    #[serde(default)]
+    pub source_directory: String,
+    /// Only tags `<prefix><semver>` (or `<prefix>v<semver>`) make versions; empty for all.
+    #[serde(default)]
+    pub tag_prefix: String,
+}
+
+impl VcsRepo {
+    /// The module's entry among the modules published from its repository.
+    pub fn index_key(&self, org_id: &str, module_id: &str) -> Key {
+        keys::vcs_repository_module(org_id, &self.oauth_token_id, &self.identifier, module_id)
+    }
 }
 
 impl Module {
@@ -155,7 +168,14 @@ impl Module {
     }
 
     pub(super) fn to_item(&self) -> Result<Item> {
-        Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
+        let mut owned = vec![keys::id_pointer(&self.id)];
+        owned.extend(self.repository_entry());
+        Ok(Item::from_value(self.key(), self)?.with_satellites(&owned))
+    }
+
+    /// Where a VCS module is listed among the modules of its repository.
+    fn repository_entry(&self) -> Option<Key> {
+        self.vcs_repo.as_ref().map(|repo| repo.index_key(&self.org_id, &self.id))
     }
 
     fn counter(&self) -> &'static str {
@@ -205,6 +225,9 @@ impl Module {
             join(&self.org_id, self.counter(), -1),
             Write::Delete { key: self.downloads_key(), condition: Condition::Always },
         ]
+        .into_iter()
+        .chain(self.repository_entry().map(|key| Write::Delete { key, condition: Condition::Always }))
+        .collect()
     }
 }
 
@@ -512,13 +535,17 @@ pub async fn create(
     Ok((module, org))
 }
 
-/// Stores a new module, its id pointer and its count, if its address is free (422 otherwise).
+/// Stores a new module, its id pointer, its count and, for a VCS module, its entry among its
+/// repository's modules, if its address is free (422 otherwise).
 pub(super) async fn insert(store: &dyn ItemStore, module: &Module) -> Result<()> {
-    let writes = vec![
+    let mut writes = vec![
         Write::Put { item: module.to_item()?, condition: Condition::NotExists },
         pointer::create(&module.id, &module.key())?,
         join(&module.org_id, module.counter(), 1),
     ];
+    if let Some(entry) = module.repository_entry() {
+        writes.push(Write::Put { item: Item::from_value(entry, &module.key())?, condition: Condition::Always });
+    }
     match store.transact(writes).await {
         Err(e) if e.failed_write() == Some(0) => Err(RegistryError::invalid(
             Field::Attribute("name"),

@@ -4,6 +4,7 @@
 use serde_json::{json, Value};
 
 use super::modules::{Shown, NON_VCS};
+use super::status::FAILED;
 use super::versions::ModuleVersion;
 use crate::accounts::access::Organization;
 use crate::api::Resource;
@@ -29,10 +30,12 @@ pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resou
         "updated-at": module.updated_at,
         "no-code": module.no_code,
         "publishing-mechanism": module.publishing_mechanism.as_deref().unwrap_or(NON_VCS),
+        // Each action only where it applies: a resync to a VCS module, a retry to a module
+        // with a failed version.
         "permissions": {
             "can-delete": principal.can(&org.id, Permission::Own),
-            "can-resync": manages,
-            "can-retry": manages,
+            "can-resync": manages && module.vcs_repo.is_some(),
+            "can-retry": manages && shown.statuses.iter().any(|v| v.status == FAILED),
         },
     });
     if let Some(repo) = &module.vcs_repo {
@@ -46,6 +49,8 @@ pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resou
             "service-provider": repo.service_provider,
             "repository-http-url": repo.repository_http_url,
             "tags": repo.branch.is_empty(),
+            "source-directory": repo.source_directory,
+            "tag-prefix": repo.tag_prefix,
         });
         if let Some(error) = &repo.setup_error {
             attributes["vcs-repo"]["error"] = json!(error);

@@ -35,6 +35,8 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{PROVIDER}/versions"), get(list_versions).post(create_version))
         .route(&format!("{PROVIDER}/version"), get(show_version))
         .route(&format!("{PROVIDER}/{{version}}"), delete_only(delete_version))
+        .route(&format!("{PROVIDER}/actions/resync"), post(resync_module))
+        .route(&format!("{PROVIDER}/{{version}}/actions/retry"), post(retry_version))
         .route("/api/v2/registry-modules/{id}", get(show_module_by_id))
         // Deprecated forms, for private modules (namespace = organization).
         .route("/api/v2/registry-modules/{org}/{name}/{provider}/versions", post(deprecated_create_version))
@@ -194,9 +196,14 @@ struct UpdateAttrs {
 }
 
 #[derive(Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
 struct VcsRepoChanges {
     branch: Option<String>,
     tags: Option<bool>,
+    #[serde(alias = "source_directory")]
+    source_directory: Option<String>,
+    #[serde(alias = "tag_prefix")]
+    tag_prefix: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -213,15 +220,39 @@ async fn update_module(
     body: JsonApiBody,
 ) -> Result<Document> {
     let attrs = body.resource::<UpdateAttrs>(&["registry-modules"])?.attributes;
-    let switch = publishing::switch(attrs.vcs_repo.branch, attrs.vcs_repo.tags)?;
+    let repo = attrs.vcs_repo;
+    let update = publishing::repo_update(repo.branch, repo.tags, repo.source_directory, repo.tag_prefix)?;
     let changes = ModuleChanges {
-        publishing: switch.as_ref().map(|switch| switch as &dyn ModuleChange),
+        publishing: update.as_ref().map(|update| update as &dyn ModuleChange),
         tests_enabled: attrs.test_config.tests_enabled,
         no_code: attrs.no_code,
     };
     let (module, org) =
         modules::update(&state, &principal, &path.org, &path.address()?, &path.provider, changes).await?;
     Ok(Document::one(render::module(&module, &org, &principal)))
+}
+
+/// Reads a VCS module's tags (or branch) again now, through the job.
+async fn resync_module(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<ProviderPath>,
+) -> Result<Document> {
+    let (module, org) = publishing::resync(&state, &principal, &path.org, &path.address()?, &path.provider).await?;
+    Ok(Document::one(render::module(&module, &org, &principal)))
+}
+
+/// Puts a failed version back to `pending` with a new upload link (and a new fetch for a VCS
+/// module's version).
+async fn retry_version(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<VersionPath>,
+) -> Result<Document> {
+    let address = Address::new(&path.registry, &path.namespace, &path.name)?;
+    let created =
+        publishing::retry(&state, &principal, &path.org, &address, &path.provider, &path.version).await?;
+    Ok(Document::one(render::version(&created.version, created.upload_url)))
 }
 
 async fn delete_module(
@@ -352,6 +383,9 @@ async fn deprecated_delete_version(
 
 #[derive(Deserialize, Default)]
 struct PublishAttrs {
+    /// A monorepo module's name and provider (its repository's name gives them otherwise).
+    name: Option<String>,
+    provider: Option<String>,
     #[serde(default, rename = "vcs-repo", alias = "vcs_repo")]
     vcs_repo: VcsRepoAttrs,
     #[serde(default, rename = "no-code", alias = "no_code")]
@@ -373,12 +407,18 @@ struct VcsRepoAttrs {
     branch: Option<String>,
     #[serde(alias = "ingress_submodules")]
     ingress_submodules: Option<bool>,
+    #[serde(alias = "source_directory")]
+    source_directory: Option<String>,
+    #[serde(alias = "tag_prefix")]
+    tag_prefix: Option<String>,
 }
 
 fn publish_request(body: &JsonApiBody) -> Result<PublishRequest> {
     let attrs = body.resource::<PublishAttrs>(&["registry-modules"])?.attributes;
     let repo = attrs.vcs_repo;
     Ok(PublishRequest {
+        name: attrs.name,
+        provider: attrs.provider,
         identifier: repo.identifier,
         display_identifier: repo.display_identifier,
         oauth_token_id: repo.oauth_token_id,
@@ -386,6 +426,8 @@ fn publish_request(body: &JsonApiBody) -> Result<PublishRequest> {
         branch: repo.branch,
         ingress_submodules: repo.ingress_submodules,
         no_code: attrs.no_code,
+        source_directory: repo.source_directory,
+        tag_prefix: repo.tag_prefix,
     })
 }
 

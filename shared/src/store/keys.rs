@@ -347,6 +347,22 @@ pub fn oauth_tokens(org_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), "OAUTHTOKEN#")
 }
 
+/// The partition of the modules published from one repository (through one VCS connection's
+/// token) in an organization, so that a webhook delivery finds them all with one query.
+fn vcs_repository(org_id: &str, oauth_token_id: &str, identifier: &str) -> String {
+    format!("VCSREPO#{org_id}#{oauth_token_id}#{}", identifier.to_ascii_lowercase())
+}
+
+/// A module's entry among the modules published from its repository.
+pub fn vcs_repository_module(org_id: &str, oauth_token_id: &str, identifier: &str, module_id: &str) -> Key {
+    Key::new(vcs_repository(org_id, oauth_token_id, identifier), format!("MOD#{module_id}"))
+}
+
+/// Every module published from one repository (a monorepo holds several).
+pub fn vcs_repository_modules(org_id: &str, oauth_token_id: &str, identifier: &str) -> Query {
+    Query::partition(vcs_repository(org_id, oauth_token_id, identifier), "MOD#")
+}
+
 /// Points from a VCS module's webhook id to the module.
 pub fn vcs_webhook(uuid: &str) -> Key {
     Key::new(format!("WEBHOOK#{uuid}"), "WEBHOOK")

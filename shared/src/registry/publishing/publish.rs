@@ -1,6 +1,7 @@
 //! Publishing a module from a repository (`POST …/registry-modules/vcs` and its deprecated
 //! form), and switching a published module between tag- and branch-based publishing.
 
+use super::monorepo;
 use super::sync::{connection_of, sync_work};
 use crate::accounts::access::{self, Organization};
 use crate::accounts::oauth;
@@ -11,13 +12,20 @@ use crate::registry::modules::{self, Module, ModuleChange, VcsRepo, BRANCH, TAGS
 use crate::registry::names::{ModuleName, ProviderName, RegistryName};
 use crate::seal::SealContext;
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item, ItemStore, Write};
+use crate::store::{keys, query_all_as, Condition, Item, ItemStore, Key, Write};
 use crate::vcs::{self, RepoId, ServiceProvider};
+
+/// The most modules published from one repository: a webhook delivery reads them all.
+pub const MAX_MODULES_PER_REPOSITORY: usize = 100;
 
 /// Where a publish request's repository settings sit in the request document.
 const REPO: Field = Field::Attribute("vcs-repo");
 
 pub struct PublishRequest {
+    /// The module's name and provider; by default, those of a repository named
+    /// `terraform-<provider>-<name>` (a monorepo's name says nothing of its modules).
+    pub name: Option<String>,
+    pub provider: Option<String>,
     pub identifier: Option<String>,
     pub display_identifier: Option<String>,
     pub oauth_token_id: Option<String>,
@@ -25,6 +33,8 @@ pub struct PublishRequest {
     pub branch: Option<String>,
     pub ingress_submodules: Option<bool>,
     pub no_code: Option<bool>,
+    pub source_directory: Option<String>,
+    pub tag_prefix: Option<String>,
 }
 
 /// The module name and provider a repository named `terraform-<provider>-<name>` publishes.
@@ -104,16 +114,24 @@ pub async fn publish(
     }
     let repo = RepoId::parse(&kind, &identifier)
         .map_err(|e| RegistryError::invalid(Field::Nested("vcs-repo", "identifier"), e))?;
-    let (name, provider) = module_from_repository(&repo.name).ok_or_else(|| {
-        RegistryError::invalid(
-            Field::Nested("vcs-repo", "identifier"),
-            format!("repository {} must be named terraform-<provider>-<name>", repo.name),
-        )
-    })?;
+    let (name, provider) = name_and_provider(&request, &repo.name)?;
+    let source_directory = monorepo::source_directory(request.source_directory.as_deref().unwrap_or_default())?;
+    let tag_prefix = monorepo::tag_prefix(request.tag_prefix.as_deref().unwrap_or_default())?;
     let branch = request.branch.map(|b| b.trim().to_owned()).unwrap_or_default();
-    let secret = crate::ids::random_token(40);
-    let uuid = crate::ids::random_token(32).to_lowercase();
     let repository_http_url = format!("{}/{}", connection.http_url.trim_end_matches('/'), repo.full());
+    // Modules already published from this repository share their webhook: one delivery then
+    // feeds them all, and the provider holds one hook per repository, not one per module.
+    let sibling = sibling_of(store, &org.id, &oauth_token_id, &identifier).await?;
+    let (webhook, secret) = match sibling {
+        Some(shared) => (shared, None),
+        None => {
+            let secret = crate::ids::random_token(40);
+            let uuid = crate::ids::random_token(32).to_lowercase();
+            let sealed = state.sealer.seal_for(&SealContext::webhook_secret(&uuid), &secret).await?;
+            let url = format!("{}/webhooks/vcs/{uuid}", base_url.trim_end_matches('/'));
+            (Webhook { url, uuid, sealed_secret: sealed }, Some(secret))
+        }
+    };
     let vcs_repo = VcsRepo {
         display_identifier: request.display_identifier.filter(|d| !d.is_empty()).unwrap_or_else(|| identifier.clone()),
         identifier,
@@ -122,10 +140,12 @@ pub async fn publish(
         oauth_token_id,
         service_provider: kind.as_str().to_owned(),
         repository_http_url,
-        webhook_url: format!("{}/webhooks/vcs/{uuid}", base_url.trim_end_matches('/')),
-        webhook_uuid: uuid.clone(),
+        webhook_url: webhook.url.clone(),
+        webhook_uuid: webhook.uuid.clone(),
         setup_error: None,
-        sealed_webhook_secret: state.sealer.seal_for(&SealContext::webhook_secret(&uuid), &secret).await?,
+        sealed_webhook_secret: webhook.sealed_secret,
+        source_directory,
+        tag_prefix,
     };
     let module = Module {
         publishing_mechanism: Some(if branch.is_empty() { TAGS } else { BRANCH }.to_owned()),
@@ -133,19 +153,127 @@ pub async fn publish(
         ..Module::new(&org.id, RegistryName::Private, None, name, provider, request.no_code.unwrap_or(false))
     };
     modules::insert(store, &module).await?;
-    let webhook = Item::from_value(keys::vcs_webhook(&uuid), &module.key())?;
-    let mut writes = vec![Write::Put { item: webhook, condition: Condition::NotExists }];
+    let mut writes = Vec::new();
+    if secret.is_some() {
+        let target = Hook { module: module.key(), repository: Some(RepositoryRef::of(&module.org_id, &vcs_repo)) };
+        let item = Item::from_value(keys::vcs_webhook(&webhook.uuid), &target)?;
+        writes.push(Write::Put { item, condition: Condition::NotExists });
+    }
     if branch.is_empty() {
         writes.push(sync_work(&module)?);
     }
-    store.transact(writes).await?;
-    let provider_client = vcs::provider(connection_of(connection), state.vcs.clone());
-    if let Err(e) = provider_client.create_webhook(&repo, &vcs_repo.webhook_url, &secret).await {
-        // `e` is the generic text; the provider's answer was logged where it was read.
-        tracing::warn!(module = %module.id, error = %e, "webhook not registered with the provider; new tags need a resync");
+    if !writes.is_empty() {
+        store.transact(writes).await?;
+    }
+    if let Some(secret) = secret {
+        let provider_client = vcs::provider(connection_of(connection), state.vcs.clone());
+        if let Err(e) = provider_client.create_webhook(&repo, &vcs_repo.webhook_url, &secret).await {
+            // `e` is the generic text; the provider's answer was logged where it was read.
+            tracing::warn!(module = %module.id, error = %e, "webhook not registered with the provider; new tags need a resync");
+        }
     }
     state.work.notify_one();
     Ok((module, org))
+}
+
+/// The name and provider a publish request gives, else those its repository's name gives.
+fn name_and_provider(request: &PublishRequest, repository: &str) -> Result<(ModuleName, ProviderName)> {
+    let given = |value: &Option<String>| value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
+    let (name, provider) = (given(&request.name), given(&request.provider));
+    let derived = module_from_repository(repository);
+    let name = match (name, &derived) {
+        (Some(name), _) => ModuleName::parse(Field::Attribute("name"), &name)?,
+        (None, Some((name, _))) => name.clone(),
+        (None, None) => {
+            return Err(RegistryError::invalid(
+                Field::Attribute("name"),
+                format!("repository {repository} is not named terraform-<provider>-<name>: send the module's name"),
+            ))
+        }
+    };
+    let provider = match (provider, derived) {
+        (Some(provider), _) => ProviderName::parse(Field::Attribute("provider"), &provider)?,
+        (None, Some((_, provider))) => provider,
+        (None, None) => {
+            return Err(RegistryError::invalid(
+                Field::Attribute("provider"),
+                format!("repository {repository} is not named terraform-<provider>-<name>: send the module's provider"),
+            ))
+        }
+    };
+    Ok((name, provider))
+}
+
+/// A repository's webhook as its modules record it.
+struct Webhook {
+    url: String,
+    uuid: String,
+    sealed_secret: String,
+}
+
+/// The webhook of a module already published from the repository, if there is one; refuses a
+/// repository that already has as many modules as one may.
+async fn sibling_of(
+    store: &dyn ItemStore,
+    org_id: &str,
+    oauth_token_id: &str,
+    identifier: &str,
+) -> Result<Option<Webhook>> {
+    let query = keys::vcs_repository_modules(org_id, oauth_token_id, identifier).limit(MAX_MODULES_PER_REPOSITORY);
+    let listed = store.query(query).await?.items;
+    if listed.len() >= MAX_MODULES_PER_REPOSITORY {
+        return Err(RegistryError::invalid(
+            Field::Nested("vcs-repo", "identifier"),
+            format!("{MAX_MODULES_PER_REPOSITORY} modules are published from this repository already, the most one may hold"),
+        ));
+    }
+    let Some(module_key) = listed.first().map(Item::parse::<Key>).transpose()? else {
+        return Ok(None);
+    };
+    let Some(item) = store.get(&module_key).await? else { return Ok(None) };
+    let sibling: Module = item.parse()?;
+    Ok(sibling.vcs_repo.map(|repo| Webhook {
+        url: repo.webhook_url,
+        uuid: repo.webhook_uuid,
+        sealed_secret: repo.sealed_webhook_secret,
+    }))
+}
+
+/// What a webhook id points to: the module it was made for and the repository whose modules a
+/// delivery feeds (absent from webhooks made before monorepos).
+#[derive(serde::Serialize, serde::Deserialize)]
+pub(super) struct Hook {
+    #[serde(flatten)]
+    pub module: Key,
+    #[serde(default)]
+    pub repository: Option<RepositoryRef>,
+}
+
+/// A repository as its modules are indexed: one organization's, read through one token.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub(super) struct RepositoryRef {
+    pub org_id: String,
+    pub oauth_token_id: String,
+    pub identifier: String,
+}
+
+impl RepositoryRef {
+    pub fn of(org_id: &str, repo: &VcsRepo) -> Self {
+        Self {
+            org_id: org_id.to_owned(),
+            oauth_token_id: repo.oauth_token_id.clone(),
+            identifier: repo.identifier.clone(),
+        }
+    }
+
+    /// Every module published from the repository (a bounded set: one per module address).
+    pub async fn modules(&self, store: &dyn ItemStore) -> Result<Vec<Module>> {
+        let query = keys::vcs_repository_modules(&self.org_id, &self.oauth_token_id, &self.identifier);
+        let module_keys: Vec<Key> = query_all_as(store, query).await?;
+        let found = store.get_many(&module_keys).await?;
+        let modules = found.into_iter().flatten().map(|item| item.parse::<Module>());
+        Ok(modules.collect::<std::result::Result<_, _>>()?)
+    }
 }
 
 /// A PATCH of `vcs-repo`: publish from a branch's commits, or from tags again.
@@ -169,24 +297,69 @@ pub fn switch(branch: Option<String>, tags: Option<bool>) -> Result<Option<Switc
     }
 }
 
-impl ModuleChange for Switch {
+impl Switch {
+    /// Edits the module (one connected to a repository).
+    fn apply(&self, module: &mut Module) {
+        let Some(repo) = module.vcs_repo.as_mut() else { return };
+        match self {
+            Switch::ToBranch(branch) => {
+                repo.branch.clone_from(branch);
+                module.publishing_mechanism = Some(BRANCH.into());
+            }
+            Switch::ToTags => {
+                repo.branch.clear();
+                module.publishing_mechanism = Some(TAGS.into());
+            }
+        }
+    }
+}
+
+/// A PATCH of `vcs-repo`: a switch between tags and a branch, a new source directory, a new
+/// tag prefix, or any of them together.
+#[derive(Debug, Clone)]
+pub struct RepoUpdate {
+    switch: Option<Switch>,
+    source_directory: Option<String>,
+    tag_prefix: Option<String>,
+}
+
+/// Reads the `vcs-repo` of a PATCH: `None` when it changes nothing of it.
+pub fn repo_update(
+    branch: Option<String>,
+    tags: Option<bool>,
+    source_directory: Option<String>,
+    tag_prefix: Option<String>,
+) -> Result<Option<RepoUpdate>> {
+    let switch = switch(branch, tags)?;
+    let source_directory = source_directory.as_deref().map(monorepo::source_directory).transpose()?;
+    let tag_prefix = tag_prefix.as_deref().map(monorepo::tag_prefix).transpose()?;
+    if switch.is_none() && source_directory.is_none() && tag_prefix.is_none() {
+        return Ok(None);
+    }
+    Ok(Some(RepoUpdate { switch, source_directory, tag_prefix }))
+}
+
+impl ModuleChange for RepoUpdate {
+    /// A module publishing from tags reads them again when it switches to tags or its prefix
+    /// changes; a new source directory applies to the versions fetched from then on.
     fn apply(&self, module: &mut Module) -> Result<Vec<Write>> {
         let repo = module
             .vcs_repo
             .as_mut()
             .ok_or_else(|| RegistryError::invalid(REPO, "this module is not connected to a VCS repository"))?;
-        match self {
-            Switch::ToBranch(branch) => {
-                repo.branch.clone_from(branch);
-                module.publishing_mechanism = Some(BRANCH.into());
-                Ok(Vec::new())
-            }
-            Switch::ToTags => {
-                repo.branch.clear();
-                module.publishing_mechanism = Some(TAGS.into());
-                Ok(vec![sync_work(module)?])
-            }
+        let mut read_tags = false;
+        if let Some(directory) = &self.source_directory {
+            repo.source_directory.clone_from(directory);
         }
+        if let Some(prefix) = self.tag_prefix.as_ref().filter(|p| **p != repo.tag_prefix) {
+            repo.tag_prefix.clone_from(prefix);
+            read_tags = true;
+        }
+        if let Some(switch) = &self.switch {
+            switch.apply(module);
+            read_tags |= matches!(switch, Switch::ToTags);
+        }
+        Ok(if read_tags && module.publishes_from_tags() { vec![sync_work(module)?] } else { Vec::new() })
     }
 }
 

@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::monorepo::tag_version;
 use crate::accounts::oauth;
 use crate::api::{timestamp, Field};
 use crate::blobs::ObjectId;
@@ -165,6 +166,16 @@ pub(super) fn sync_work(module: &Module) -> Result<Write> {
     Ok(Write::Put { item, condition: Condition::NotExists })
 }
 
+/// The write that queues a resync of the module: a sync under an id of the module's own, so that
+/// it fails (at its index in the caller's transaction) while one already waits.
+pub(super) fn resync_work(module: &Module) -> Result<Write> {
+    let id = format!("resync-{}", module.id);
+    let task = Task::new(&id, Work::Sync { module: module.key(), org_id: module.org_id.clone() });
+    let item = Item::from_value(keys::vcs_work(&id), &task)?;
+    let item = item.with_index(Index::Gsi1, keys::VCS_WORK_INBOX, schedule::sort_key(task.not_before, &id));
+    Ok(Write::Put { item, condition: Condition::NotExists })
+}
+
 /// Adds `version` to the module, `pending` until the job has fetched its archive at `git_ref`,
 /// with the work that fetches it and the organization's turn, in one transaction. A version the
 /// module has (or one equal to it but for build metadata) is `Taken`: nothing is added.
@@ -178,24 +189,26 @@ pub(super) async fn add_fetched_version(
     let object = ObjectId::generate();
     let source = module.vcs_repo.as_ref().map_or("vcs".into(), |r| r.service_provider.clone());
     let stored = ModuleVersion::pending(module, version, &source, commit_sha, &object);
+    let extra = fetch_writes(module, &object, git_ref)?;
+    Ok(versions::insert_pending(store, module, &stored, extra).await?.map(|()| stored))
+}
+
+/// The writes that queue a fetch of the archive at `git_ref` as `object`, and the
+/// organization's turn, to commit with the version that waits for it.
+pub(super) fn fetch_writes(module: &Module, object: &ObjectId, git_ref: &str) -> Result<Vec<Write>> {
     let fetch = Work::Fetch {
         module: module.key(),
         org_id: module.org_id.clone(),
         object: object.to_string(),
         git_ref: git_ref.to_owned(),
     };
-    let task = Task::new(stored.id.as_str(), fetch);
-    let extra = vec![
+    let task = Task::new(&crate::ids::random_token(20), fetch);
+    Ok(vec![
         Write::Put { item: task.queued(keys::vcs_work(&task.id))?, condition: Condition::NotExists },
         turn_at(&module.org_id, unix_now())?,
-    ];
-    Ok(versions::insert_pending(store, module, &stored, extra).await?.map(|()| stored))
+    ])
 }
 
-/// The version a tag names (`1.2.0` or `v1.2.0`), if it is a semantic version.
-pub(super) fn tag_version(tag: &str) -> Option<semver::Version> {
-    semver::Version::parse(tag.strip_prefix('v').unwrap_or(tag)).ok()
-}
 
 pub(super) fn connection_of(connection: oauth::VcsConnection) -> vcs::Connection {
     vcs::Connection {
@@ -486,7 +499,8 @@ async fn run(state: &AppState, work: &Work) -> Result<()> {
     }
 }
 
-/// Reads the repository's tags; settles the module's status when there is nothing to publish.
+/// Reads the repository's tags (those with the module's prefix); settles the module's status
+/// when there is nothing to publish. For a branch-based module (a resync), reads its branch.
 async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
     let store = state.store.as_ref();
     let module = match load(store, module_key).await {
@@ -494,6 +508,18 @@ async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
         other => other?,
     };
     let (provider, repo) = repository_of(state, &module).await?;
+    let Some(vcs_repo) = module.vcs_repo.as_ref() else { return Ok(()) };
+    if module.publishes_from_branch() {
+        return match provider.branch_head(&repo, &vcs_repo.branch).await {
+            Ok(_) => show_reason(store, module_key, None, None).await,
+            Err(e @ VcsError::Upstream(_)) => Err(e.into()),
+            Err(unreadable) => {
+                let reason = format!("branch {}: {unreadable}", vcs_repo.branch);
+                show_reason(store, module_key, Some(&reason), Some("setup_failed")).await
+            }
+        };
+    }
+    let prefix = vcs_repo.tag_prefix.as_str();
     let tags = match provider.tags(&repo).await {
         Ok(tags) => tags,
         Err(e @ VcsError::Upstream(_)) => return Err(e.into()),
@@ -503,7 +529,7 @@ async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
         }
     };
     let versions: Vec<(semver::Version, String)> =
-        tags.iter().filter_map(|t| Some((tag_version(&t.name)?, t.name.clone()))).collect();
+        tags.iter().filter_map(|t| Some((tag_version(&t.name, prefix)?, t.name.clone()))).collect();
     if versions.is_empty() {
         return show_reason(store, module_key, None, Some("no_version_tags")).await;
     }
@@ -522,7 +548,8 @@ async fn sync(state: &AppState, module_key: &Key) -> Result<()> {
     Ok(())
 }
 
-/// Downloads the archive at `git_ref`, strips its top-level directory, stores it as the
+/// Downloads the archive at `git_ref`, keeps the module's folder of it (the whole repository
+/// without its top-level directory, or the module's `source-directory`), stores that as the
 /// version's upload and ingests it.
 async fn fetch(state: &AppState, module_key: &Key, object: &str, git_ref: &str) -> Result<()> {
     let object = ObjectId::parse(object).ok_or(RegistryError::NotFound)?;
@@ -540,10 +567,11 @@ async fn fetch(state: &AppState, module_key: &Key, object: &str, git_ref: &str) 
         }
     };
     let limits = state.config.archive_limits;
+    let directory = module.vcs_repo.as_ref().map(|r| r.source_directory.clone()).unwrap_or_default();
     let stripped = tokio::task::spawn_blocking(move || -> std::result::Result<tempfile::NamedTempFile, String> {
         let mut file = tempfile::NamedTempFile::new().map_err(|e| e.to_string())?;
         let source = tokio_util::io::SyncIoBridge::new(archive);
-        crate::archive::strip_top_directory(source, file.as_file_mut(), limits).map_err(|e| e.to_string())?;
+        crate::archive::repack(source, file.as_file_mut(), limits, &directory).map_err(|e| e.to_string())?;
         Ok(file)
     })
     .await?;
@@ -583,14 +611,6 @@ pub async fn create_branch_version(state: &AppState, accepted: AcceptedVersion) 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tags_are_versions_with_an_optional_v() {
-        assert_eq!(tag_version("v1.2.0").unwrap().to_string(), "1.2.0");
-        assert_eq!(tag_version("1.2.0-rc1").unwrap().to_string(), "1.2.0-rc1");
-        assert!(tag_version("release-1").is_none());
-        assert!(tag_version("v1.2").is_none());
-    }
 
     #[test]
     fn retries_wait_thirty_seconds_doubling_up_to_an_hour() {

@@ -1,15 +1,18 @@
-//! Webhook deliveries (`POST /webhooks/vcs/{uuid}`): a pushed semantic-version tag of a
-//! tag-based module becomes a version, fetched by the job.
+//! Webhook deliveries (`POST /webhooks/vcs/{uuid}`): a pushed tag becomes a version, fetched by
+//! the job, of each tag-based module of the repository whose tag prefix it matches (the modules
+//! of a monorepo share one webhook).
 
 use axum::http::HeaderMap;
 
-use super::sync::{add_fetched_version, tag_version};
+use super::monorepo::tag_version;
+use super::publish::Hook;
+use super::sync::add_fetched_version;
 use crate::api::Field;
 use crate::registry::error::{RegistryError, Result};
-use crate::registry::modules::load;
+use crate::registry::modules::{load, Module};
 use crate::seal::SealContext;
 use crate::state::AppState;
-use crate::store::{keys, Key};
+use crate::store::keys;
 use crate::vcs::{self, ServiceProvider};
 
 /// The largest delivery the route reads (413 above it, before anything is checked). A tag push
@@ -58,8 +61,28 @@ mod secrets {
     }
 }
 
-/// Verifies a delivery against the module's webhook secret and records the version it names.
-/// Returns whether it did anything (a replayed delivery does not).
+/// The modules a webhook feeds: those of its repository, found through their index, and the
+/// module it was made for (a webhook older than the index names only that one). A module
+/// deleted since is not among them.
+async fn modules_of(state: &AppState, hook: &Hook) -> Result<Vec<Module>> {
+    let store = state.store.as_ref();
+    let mut modules = match &hook.repository {
+        Some(repository) => repository.modules(store).await?,
+        None => Vec::new(),
+    };
+    if !modules.iter().any(|m| m.key() == hook.module) {
+        match load(store, &hook.module).await {
+            Ok(module) => modules.push(module),
+            Err(RegistryError::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(modules)
+}
+
+/// Verifies a delivery against the repository's webhook secret and records the version it
+/// names for each module it feeds. Returns whether it did anything (a replayed delivery does
+/// not).
 pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &[u8]) -> Result<bool> {
     let well_formed = uuid.len() == UUID_LEN && uuid.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
     if !well_formed {
@@ -67,9 +90,11 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
     }
     let store = state.store.as_ref();
     let Some(pointer) = store.get(&keys::vcs_webhook(uuid)).await? else { return Err(RegistryError::NotFound) };
-    let module_key: Key = pointer.parse()?;
-    let module = load(store, &module_key).await?;
-    let repo = module.vcs_repo.clone().ok_or(RegistryError::NotFound)?;
+    let hook: Hook = pointer.parse()?;
+    let modules = modules_of(state, &hook).await?;
+    // Every module fed by this webhook holds the same sealed secret.
+    let repo = modules.iter().find_map(|m| m.vcs_repo.clone().filter(|r| r.webhook_uuid == uuid));
+    let repo = repo.ok_or(RegistryError::NotFound)?;
     let kind = ServiceProvider::parse(&repo.service_provider).unwrap_or(ServiceProvider::GitHub);
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     // A delivery that cannot be authentic is refused before KMS is asked for anything.
@@ -98,13 +123,21 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
         .map_err(|e| RegistryError::invalid(Field::Document, format!("the delivery is not JSON: {e}")))?;
     let event = header("x-github-event").or_else(|| header("x-gitlab-event"));
     let Some((tag, sha)) = vcs::tag_from_delivery(&kind, event, &payload) else { return Ok(false) };
-    let Some(version) = tag_version(&tag) else { return Ok(false) };
-    if !module.publishes_from_tags() {
-        return Ok(false);
-    }
     let commit = (!sha.is_empty()).then_some(sha);
-    let added = add_fetched_version(store, &module, &version, &tag, commit).await?.is_ok();
-    state.work.notify_one();
+    let mut added = false;
+    for module in modules.iter().filter(|m| m.publishes_from_tags()) {
+        let prefix = module.vcs_repo.as_ref().map_or("", |r| r.tag_prefix.as_str());
+        let Some(version) = tag_version(&tag, prefix) else { continue };
+        match add_fetched_version(store, module, &version, &tag, commit.clone()).await {
+            Ok(result) => added |= result.is_ok(),
+            // Deleted since it was read.
+            Err(RegistryError::NotFound) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    if added {
+        state.work.notify_one();
+    }
     Ok(added)
 }
 

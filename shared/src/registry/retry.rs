@@ -1,0 +1,81 @@
+//! Retrying a failed version (the `can-retry` HCP Terraform advertises): the version goes back
+//! to `pending` with a new upload link, and ingest runs again on whatever lands there, without
+//! deleting the version or its module. Publishing adds a new fetch from the repository for a
+//! VCS module's version.
+
+use super::error::{RegistryError, Result};
+use super::modules::{self, load, organization, Address, Module};
+use super::names::RegistryName;
+use super::status::{FAILED, PENDING};
+use super::versions::{upload_url, CreatedVersion, ModuleVersion, PendingUpload};
+use crate::api::Field;
+use crate::auth::{Permission, Principal};
+use crate::blobs::ObjectId;
+use crate::state::AppState;
+use crate::store::{keys, Condition, Item, UpdateOp, Write};
+
+/// The failed version `version` of a private module the principal manages, with its module.
+pub async fn accept(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+    provider: &str,
+    version: &str,
+) -> Result<(Module, ModuleVersion)> {
+    let store = state.store.as_ref();
+    let org = organization(store, principal, org_name, Permission::ManageModules).await?;
+    modules::check_curation(state, address.registry)?;
+    if address.registry == RegistryName::Public {
+        return Err(RegistryError::NotFound);
+    }
+    let module = load(store, &address.key(&org, provider)?).await?;
+    let key = keys::module_version(&org.id, &address.name, provider, version);
+    let found: ModuleVersion = store.get(&key).await?.ok_or(RegistryError::NotFound)?.parse()?;
+    if found.status != FAILED {
+        return Err(RegistryError::invalid(
+            Field::Document,
+            format!("only a failed version can be retried; version {} is {}", found.version, found.status),
+        ));
+    }
+    Ok((module, found))
+}
+
+/// Puts a failed version back to `pending`, waiting for an archive at `upload`, in one
+/// transaction with `extra` (publishing's fetch); conditional on the version still being
+/// failed, so that of two racing retries one wins and the other is told.
+pub async fn reopen(
+    state: &AppState,
+    module: Module,
+    failed: ModuleVersion,
+    upload: &ObjectId,
+    extra: Vec<Write>,
+) -> Result<CreatedVersion> {
+    let mut version = failed;
+    version.status = PENDING.into();
+    version.error = None;
+    version.upload = Some(upload.to_string());
+    version.updated_at = crate::api::timestamp(chrono::Utc::now());
+    let bump = vec![UpdateOp::Add("revision".into(), 1), UpdateOp::set("updated_at", version.updated_at.clone())];
+    let pending = PendingUpload { module: module.key(), version: version.key() };
+    let mut writes = vec![
+        Write::Update { key: module.key(), ops: bump, condition: Condition::Exists },
+        Write::Put { item: version.to_item()?, condition: Condition::equals("status", FAILED) },
+        Write::Put { item: version.status_item()?, condition: Condition::Always },
+        Write::Put { item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?, condition: Condition::NotExists },
+    ];
+    writes.extend(extra);
+    match state.store.transact(writes).await {
+        Ok(()) => {}
+        Err(e) if e.failed_write() == Some(0) => return Err(RegistryError::NotFound),
+        Err(e) if e.failed_write() == Some(1) => {
+            return Err(RegistryError::Conflict(format!(
+                "version {} is no longer failed: another retry or a delete came first",
+                version.version
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    let upload_url = upload_url(state.blobs.as_ref(), &version).await?;
+    Ok(CreatedVersion { version, module, upload_url })
+}
