@@ -75,6 +75,12 @@ def hangar_tls():
 
 
 @pytest.fixture
+def hangar_tls_vcs():
+    """The same, allowed to call a VCS stand-in on 127.0.0.1 (HANGAR_VCS_ALLOWED_NETWORKS)."""
+    yield from _serve("--tls", env={"HANGAR_VCS_ALLOWED_NETWORKS": "127.0.0.0/8"})
+
+
+@pytest.fixture
 def settled():
     """Waits until a module version is no longer `pending` and returns its status: dev-server
     answers an upload's PUT once the archive is stored and ingests it after, as AWS does."""
