@@ -176,7 +176,8 @@ async fn a_failed_vcs_version_is_retried_after_its_settings_are_fixed() {
     let failed = fx.versions(LEAKY, &[("1.0.0", "reg_ingress_failed")]).await;
     assert_eq!(failed["permissions"]["can-retry"], true, "a module with a failed version may retry it");
     // Point the module at a folder without the escaping link, then retry the version.
-    let patched = fx.app.patch(LEAKY, &fx.owners, patch_body(json!({ "vcs-repo": { "source-directory": "modules/dns" } })));
+    let patched =
+        fx.app.patch(LEAKY, &fx.owners, patch_body(json!({ "vcs-repo": { "source-directory": "modules/dns" } })));
     let patched = patched.await;
     assert_eq!(patched.status, 200, "{:?}", patched.body);
     assert_eq!(patched.body["data"]["attributes"]["vcs-repo"]["source-directory"], "modules/dns");

@@ -166,7 +166,8 @@ fn tarball(owner: &str, repo: &str, git_ref: &str) -> Vec<u8> {
     dir.set_size(0);
     dir.set_mode(0o755);
     tar.append_data(&mut dir, format!("{top}/"), std::io::empty()).unwrap();
-    let mut files = vec![("main.tf".to_owned(), main_tf(git_ref)), ("README.md".to_owned(), format!("# {repo}\nAt {git_ref}.\n"))];
+    let mut files =
+        vec![("main.tf".to_owned(), main_tf(git_ref)), ("README.md".to_owned(), format!("# {repo}\nAt {git_ref}.\n"))];
     if repo == MONOREPO {
         files = monorepo_files(git_ref);
     }
@@ -457,7 +458,13 @@ impl Fixture {
         self.until(path, &format!("versions {want:?}"), |a| statuses(a) == want).await
     }
 
-    pub(crate) async fn delivery(&self, webhook_url: &str, event: &str, body: &[u8], signature: Option<&str>) -> StatusCode {
+    pub(crate) async fn delivery(
+        &self,
+        webhook_url: &str,
+        event: &str,
+        body: &[u8],
+        signature: Option<&str>,
+    ) -> StatusCode {
         let mut request = self
             .app
             .client

@@ -62,7 +62,10 @@ pub async fn reopen(
         Write::Update { key: module.key(), ops: bump, condition: Condition::Exists },
         Write::Put { item: version.to_item()?, condition: Condition::equals("status", FAILED) },
         Write::Put { item: version.status_item()?, condition: Condition::Always },
-        Write::Put { item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?, condition: Condition::NotExists },
+        Write::Put {
+            item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?,
+            condition: Condition::NotExists,
+        },
     ];
     writes.extend(extra);
     match state.store.transact(writes).await {

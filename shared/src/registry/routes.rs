@@ -250,8 +250,7 @@ async fn retry_version(
     Path(path): Path<VersionPath>,
 ) -> Result<Document> {
     let address = Address::new(&path.registry, &path.namespace, &path.name)?;
-    let created =
-        publishing::retry(&state, &principal, &path.org, &address, &path.provider, &path.version).await?;
+    let created = publishing::retry(&state, &principal, &path.org, &address, &path.provider, &path.version).await?;
     Ok(Document::one(render::version(&created.version, created.upload_url)))
 }
 

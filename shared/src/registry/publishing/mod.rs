@@ -16,7 +16,9 @@ mod webhook;
 
 pub use actions::{resync, retry};
 pub use monorepo::{MAX_SOURCE_DIRECTORY, MAX_TAG_PREFIX};
-pub use publish::{organization_of_token, publish, repo_update, switch, PublishRequest, RepoUpdate, Switch, MAX_MODULES_PER_REPOSITORY};
+pub use publish::{
+    organization_of_token, publish, repo_update, switch, PublishRequest, RepoUpdate, Switch, MAX_MODULES_PER_REPOSITORY,
+};
 pub use reseal::reseal;
 pub use sync::{create_branch_version, run_pending, run_pending_at, RunBounds, MAX_ATTEMPTS};
 pub use webhook::{delivery, MAX_DELIVERY_BYTES};

@@ -209,7 +209,6 @@ pub(super) fn fetch_writes(module: &Module, object: &ObjectId, git_ref: &str) ->
     ])
 }
 
-
 pub(super) fn connection_of(connection: oauth::VcsConnection) -> vcs::Connection {
     vcs::Connection {
         provider: ServiceProvider::parse(&connection.service_provider).unwrap_or(ServiceProvider::GitHub),
