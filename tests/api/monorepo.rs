@@ -124,6 +124,12 @@ async fn invalid_source_directories_prefixes_and_names_are_422_pointing_at_their
     let unnamed = json!({"data": {"type": "registry-modules", "attributes": {
         "vcs-repo": { "identifier": REPO, "oauth-token-id": fx.oauth_token, "display_identifier": REPO }}}});
     let reply = fx.app.post(PUBLISH, &fx.owners, unnamed).await;
+    assert_eq!((reply.status.as_u16(), reply.pointer()), (422, "/data/attributes/vcs-repo/identifier"));
+    let detail = reply.body["errors"][0]["detail"].as_str().unwrap_or_default();
+    assert!(detail.contains("send the module's name and provider"), "{detail}");
+    let nameless = json!({"data": {"type": "registry-modules", "attributes": { "provider": "aws",
+        "vcs-repo": { "identifier": REPO, "oauth-token-id": fx.oauth_token, "display_identifier": REPO }}}});
+    let reply = fx.app.post(PUBLISH, &fx.owners, nameless).await;
     assert_eq!((reply.status.as_u16(), reply.pointer()), (422, "/data/attributes/name"), "{:?}", reply.body);
     let badly_named = fx.app.post(PUBLISH, &fx.owners, monorepo_module(&fx, "Not A Name", json!({}))).await;
     assert_eq!((badly_named.status.as_u16(), badly_named.pointer()), (422, "/data/attributes/name"));

@@ -181,6 +181,15 @@ fn name_and_provider(request: &PublishRequest, repository: &str) -> Result<(Modu
     let given = |value: &Option<String>| value.as_deref().map(str::trim).filter(|v| !v.is_empty()).map(str::to_owned);
     let (name, provider) = (given(&request.name), given(&request.provider));
     let derived = module_from_repository(repository);
+    if name.is_none() && provider.is_none() && derived.is_none() {
+        return Err(RegistryError::invalid(
+            Field::Nested("vcs-repo", "identifier"),
+            format!(
+                "repository {repository} must be named terraform-<provider>-<name>, or the request must send the \
+                 module's name and provider (as for a module of a monorepo)"
+            ),
+        ));
+    }
     let name = match (name, &derived) {
         (Some(name), _) => ModuleName::parse(Field::Attribute("name"), &name)?,
         (None, Some((name, _))) => name.clone(),
