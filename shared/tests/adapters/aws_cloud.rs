@@ -8,7 +8,7 @@ use crate::support;
 
 use std::sync::{Arc, Mutex};
 
-use hangar::aws::{connect, CloudError, CloudSettings, Deletion, SharedCloud};
+use hangar::aws::{connect, AwsBase, CloudError, CloudSettings, Deletion, SharedCloud};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -19,15 +19,18 @@ const READ_ONLY: &str =
 /// The broker's cloud and a plain IAM client on the emulator, or `None` when none is configured.
 async fn moto() -> Option<(SharedCloud, aws_sdk_iam::Client)> {
     let support::Moto { endpoint, sdk } = support::moto().await?;
-    let cloud = connect(&CloudSettings {
-        access_key: Some(crate::moto::ACCESS_KEY.into()),
-        secret_key: Some(crate::moto::SECRET_KEY.into()),
-        region: crate::moto::REGION.into(),
-        iam_endpoint: Some(endpoint.clone()),
-        sts_endpoint: Some(endpoint),
-        max_retries: -1,
-        web_identity: None,
-    })
+    let cloud = connect(
+        &CloudSettings {
+            access_key: Some(crate::moto::ACCESS_KEY.into()),
+            secret_key: Some(crate::moto::SECRET_KEY.into()),
+            region: crate::moto::REGION.into(),
+            iam_endpoint: Some(endpoint.clone()),
+            sts_endpoint: Some(endpoint),
+            max_retries: -1,
+            web_identity: None,
+        },
+        &AwsBase::default(),
+    )
     .await;
     Some((cloud, aws_sdk_iam::Client::new(&sdk)))
 }
@@ -252,15 +255,18 @@ async fn canned(status: u16, body: impl Into<String>, max_retries: i64) -> (Shar
             stream.write_all(response.as_bytes()).await.expect("respond");
         }
     });
-    let cloud = connect(&CloudSettings {
-        access_key: Some("AKIAHANGARTEST".into()),
-        secret_key: Some("hangar-secret-never-shown".into()),
-        region: "eu-west-1".into(),
-        iam_endpoint: Some(endpoint.clone()),
-        sts_endpoint: Some(endpoint),
-        max_retries,
-        web_identity: None,
-    })
+    let cloud = connect(
+        &CloudSettings {
+            access_key: Some("AKIAHANGARTEST".into()),
+            secret_key: Some("hangar-secret-never-shown".into()),
+            region: "eu-west-1".into(),
+            iam_endpoint: Some(endpoint.clone()),
+            sts_endpoint: Some(endpoint),
+            max_retries,
+            web_identity: None,
+        },
+        &AwsBase::default(),
+    )
     .await;
     (cloud, requests)
 }
@@ -384,7 +390,7 @@ async fn an_unreachable_cloud_is_other_and_keeps_the_secret_out() {
         web_identity: None,
     };
     assert!(!format!("{settings:?}").contains("hangar-secret-never-shown"));
-    let cloud = connect(&settings).await;
+    let cloud = connect(&settings, &AwsBase::default()).await;
 
     let err = cloud.get_user(Some("anyone")).await.expect_err("nothing listens");
     assert!(matches!(err, CloudError::Other(_)), "{err:?}");
