@@ -90,13 +90,18 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
     }
     let store = state.store.as_ref();
     let Some(pointer) = store.get(&keys::vcs_webhook(uuid)).await? else { return Err(RegistryError::NotFound) };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    // A delivery that no provider could have signed is refused before its repository's modules
+    // are read.
+    if !plausible(false, header("x-hub-signature-256")) && !plausible(true, header("x-gitlab-token")) {
+        return Err(RegistryError::Unauthorized);
+    }
     let hook: Hook = pointer.parse()?;
     let modules = modules_of(state, &hook).await?;
     // Every module fed by this webhook holds the same sealed secret.
     let repo = modules.iter().find_map(|m| m.vcs_repo.clone().filter(|r| r.webhook_uuid == uuid));
     let repo = repo.ok_or(RegistryError::NotFound)?;
     let kind = ServiceProvider::parse(&repo.service_provider).unwrap_or(ServiceProvider::GitHub);
-    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     // A delivery that cannot be authentic is refused before KMS is asked for anything.
     let credential = if kind.is_gitlab() { header("x-gitlab-token") } else { header("x-hub-signature-256") };
     if !plausible(kind.is_gitlab(), credential) {
