@@ -329,3 +329,35 @@ async fn concurrent_lifecycle_changes_are_each_applied_once() {
         assert_eq!(read.body["data"]["attributes"]["deprecation"]["reason"], format!("reason {v}"));
     }
 }
+
+/// On DynamoDB (the emulator), where the conditional writes (on the lifecycle revision, on the
+/// module's revision) and the download count's "not revoked" check are DynamoDB expressions
+/// rather than the SQLite adapter's evaluation.
+#[tokio::test]
+async fn deprecating_and_revoking_a_version_work_on_dynamodb() {
+    let Some(app) = hangar_tests::spawn_on_dynamodb().await else { return };
+    let owners = app.admin_token.clone();
+    app.create_organization("acme").await;
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
+    assert_eq!(app.post(MODULES, &owners, module).await.status, 201);
+    for v in ["1.0.0", "1.1.0"] {
+        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": v}}});
+        let created = app.post(&format!("{VPC}/versions"), &owners, body).await;
+        let url = created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
+        assert_eq!(app.upload(&url, module_archive()).await, 200);
+        let settled = app.settled(&format!("{VPC}/version?module_version={v}"), &owners).await;
+        assert_eq!(settled.body["data"]["attributes"]["status"], "ok");
+    }
+    assert_eq!(app.get(&format!("{V1}/1.1.0/download"), &owners).await.status, 204, "a version never changed counts");
+    assert_eq!(patch(&app, &owners, "1.1.0", deprecate("old", "")).await.status, 200);
+    assert_eq!(patch(&app, &owners, "1.1.0", revoke("gone", "")).await.status, 200);
+    assert_eq!(offered(&app, &owners).await, [("1.0.0".into(), Value::Null)]);
+    assert_eq!(app.get(&format!("{V1}/1.1.0/download"), &owners).await.status, 410);
+    assert_eq!(app.get(V1, &owners).await.body["version"], "1.0.0");
+    assert_eq!(patch(&app, &owners, "1.1.0", unrevoke()).await.status, 200);
+    assert_eq!(app.get(&format!("{V1}/1.1.0/download"), &owners).await.status, 204);
+    let detail = app.get(&format!("{V1}/1.1.0"), &owners).await;
+    assert_eq!(detail.body["deprecation"], json!({"reason": "old", "link": ""}));
+    assert_eq!(detail.body["downloads"], 2, "the refused download was not counted");
+    app.stop().await;
+}
