@@ -15,6 +15,7 @@ mod hardening;
 mod monorepo;
 mod oauth_clients;
 mod registry;
+mod registry_lifecycle;
 mod registry_metadata;
 mod registry_protocol;
 mod registry_proxy;

@@ -8,9 +8,14 @@ use crate::support;
 
 use std::sync::{Arc, Mutex};
 
-use hangar::aws::{connect, AwsBase, CloudError, CloudSettings, Deletion, SharedCloud};
+use hangar::aws::{AwsBase, CloudError, CloudSettings, Deletion, SharedCloud};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// The real client, on an SDK base of its own (as a fresh process has).
+async fn connect(settings: &CloudSettings) -> SharedCloud {
+    hangar::aws::connect(settings, &AwsBase::default()).await
+}
 
 const ASSUME_ROLE_TRUST: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"sts:AssumeRole"}]}"#;
 const READ_ONLY: &str =
@@ -19,18 +24,15 @@ const READ_ONLY: &str =
 /// The broker's cloud and a plain IAM client on the emulator, or `None` when none is configured.
 async fn moto() -> Option<(SharedCloud, aws_sdk_iam::Client)> {
     let support::Moto { endpoint, sdk } = support::moto().await?;
-    let cloud = connect(
-        &CloudSettings {
-            access_key: Some(crate::moto::ACCESS_KEY.into()),
-            secret_key: Some(crate::moto::SECRET_KEY.into()),
-            region: crate::moto::REGION.into(),
-            iam_endpoint: Some(endpoint.clone()),
-            sts_endpoint: Some(endpoint),
-            max_retries: -1,
-            web_identity: None,
-        },
-        &AwsBase::default(),
-    )
+    let cloud = connect(&CloudSettings {
+        access_key: Some(crate::moto::ACCESS_KEY.into()),
+        secret_key: Some(crate::moto::SECRET_KEY.into()),
+        region: crate::moto::REGION.into(),
+        iam_endpoint: Some(endpoint.clone()),
+        sts_endpoint: Some(endpoint),
+        max_retries: -1,
+        web_identity: None,
+    })
     .await;
     Some((cloud, aws_sdk_iam::Client::new(&sdk)))
 }
@@ -255,18 +257,15 @@ async fn canned(status: u16, body: impl Into<String>, max_retries: i64) -> (Shar
             stream.write_all(response.as_bytes()).await.expect("respond");
         }
     });
-    let cloud = connect(
-        &CloudSettings {
-            access_key: Some("AKIAHANGARTEST".into()),
-            secret_key: Some("hangar-secret-never-shown".into()),
-            region: "eu-west-1".into(),
-            iam_endpoint: Some(endpoint.clone()),
-            sts_endpoint: Some(endpoint),
-            max_retries,
-            web_identity: None,
-        },
-        &AwsBase::default(),
-    )
+    let cloud = connect(&CloudSettings {
+        access_key: Some("AKIAHANGARTEST".into()),
+        secret_key: Some("hangar-secret-never-shown".into()),
+        region: "eu-west-1".into(),
+        iam_endpoint: Some(endpoint.clone()),
+        sts_endpoint: Some(endpoint),
+        max_retries,
+        web_identity: None,
+    })
     .await;
     (cloud, requests)
 }
@@ -390,7 +389,7 @@ async fn an_unreachable_cloud_is_other_and_keeps_the_secret_out() {
         web_identity: None,
     };
     assert!(!format!("{settings:?}").contains("hangar-secret-never-shown"));
-    let cloud = connect(&settings, &AwsBase::default()).await;
+    let cloud = connect(&settings).await;
 
     let err = cloud.get_user(Some("anyone")).await.expect_err("nothing listens");
     assert!(matches!(err, CloudError::Other(_)), "{err:?}");
