@@ -5,7 +5,6 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, DOCTYPE};
 
-use super::session::{Viewer, Who};
 use crate::api::{PageRequest, Paginated, QueryParams};
 
 pub const STYLESHEET_PATH: &str = "/app/console.css";
@@ -26,18 +25,26 @@ impl IntoResponse for Page {
     }
 }
 
+/// What the signed-in header needs of the session.
+pub struct Chrome<'a> {
+    /// The session's form token, which the sign-out form carries.
+    pub form_token: &'a str,
+    /// A broker token's session (the broker pages) rather than a Hangar token's.
+    pub broker: bool,
+}
+
 /// A page with the signed-in header: where the token may go, and the sign-out form.
-pub fn page(viewer: &Viewer, title: &str, crumbs: &[(&str, String)], body: Markup) -> Page {
-    let links: Vec<(&str, &str)> = match viewer.who {
-        Who::Hangar(_) => vec![("Organizations", "/app")],
-        Who::Broker(_) => vec![("Credential broker", "/app/broker")],
+pub fn page(chrome: Chrome<'_>, title: &str, crumbs: &[(&str, String)], body: Markup) -> Page {
+    let links: Vec<(&str, &str)> = match chrome.broker {
+        false => vec![("Organizations", "/app")],
+        true => vec![("Credential broker", "/app/broker")],
     };
     let header = html! {
         nav.top {
             a.brand href="/app" { "Hangar" }
             @for (label, href) in &links { a href=(href) { (label) } }
             form.sign-out method="post" action="/app/sign-out" {
-                input type="hidden" name="form_token" value=(viewer.form_token);
+                input type="hidden" name="form_token" value=(chrome.form_token);
                 button type="submit" { "Sign out" }
             }
         }

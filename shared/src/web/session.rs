@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use subtle::ConstantTimeEq;
 
 use super::error::WebError;
+use super::layout::Chrome;
 use crate::auth::{self, hash_secret, Principal};
 use crate::broker::tokens::{self as broker_tokens, ServiceToken};
 use crate::ids::random_token;
@@ -74,6 +75,11 @@ impl Viewer {
             Who::Broker(token) => Ok(token),
             Who::Hangar(_) => Err(WebError::NotFound),
         }
+    }
+
+    /// What the page header shows for this session.
+    pub fn chrome(&self) -> Chrome<'_> {
+        Chrome { form_token: &self.form_token, broker: matches!(self.who, Who::Broker(_)) }
     }
 
     /// Refuses a form that does not carry this session's form token.

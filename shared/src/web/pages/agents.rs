@@ -72,5 +72,5 @@ pub async fn pools(
         (pager(&here, &params, page, matching))
     };
     let crumbs = [("Organizations", "/app".to_owned())];
-    Ok(layout::page(&viewer, &format!("Agent pools of {}", org.name), &crumbs, body))
+    Ok(layout::page(viewer.chrome(), &format!("Agent pools of {}", org.name), &crumbs, body))
 }

@@ -46,7 +46,7 @@ pub async fn mounts(State(state): State<AppState>, viewer: Viewer) -> Result<Pag
             }
         }
     };
-    Ok(layout::page(&viewer, "Credential broker", &[], body))
+    Ok(layout::page(viewer.chrome(), "Credential broker", &[], body))
 }
 
 pub async fn mount(State(state): State<AppState>, viewer: Viewer, query: RawQuery) -> Result<Page, WebError> {
@@ -88,7 +88,7 @@ pub async fn mount(State(state): State<AppState>, viewer: Viewer, query: RawQuer
         }
     };
     let crumbs = [("Credential broker", "/app/broker".to_owned())];
-    Ok(layout::page(&viewer, &format!("Mount {path}/"), &crumbs, body))
+    Ok(layout::page(viewer.chrome(), &format!("Mount {path}/"), &crumbs, body))
 }
 
 /// The names a LIST on `checked` gives, if the token may list there (Vault checks a LIST on the

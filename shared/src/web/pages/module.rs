@@ -80,7 +80,7 @@ pub async fn show(
         @if let Some((version, metadata)) = &version { (version_details(version, metadata.as_ref())) }
     };
     let crumbs = [("Organizations", "/app".to_owned()), (org.name.as_str(), modules_page.clone())];
-    Ok(layout::page(&viewer, &title, &crumbs, body))
+    Ok(layout::page(viewer.chrome(), &title, &crumbs, body))
 }
 
 /// `module "…" { source = "<host>/<namespace>/<name>/<provider>"  version = "~> x.y" }` for an

@@ -69,5 +69,5 @@ pub async fn list(
         (pager(&here, &params, page, total))
     };
     let crumbs = [("Organizations", "/app".to_owned())];
-    Ok(layout::page(&viewer, &format!("Modules of {}", org.name), &crumbs, body))
+    Ok(layout::page(viewer.chrome(), &format!("Modules of {}", org.name), &crumbs, body))
 }

@@ -45,5 +45,5 @@ pub async fn list(State(state): State<AppState>, viewer: Viewer, query: RawQuery
             (pager("/app", &params, page, total))
         }
     };
-    Ok(layout::page(&viewer, "Organizations", &[], body).into_response())
+    Ok(layout::page(viewer.chrome(), "Organizations", &[], body).into_response())
 }
