@@ -32,9 +32,9 @@ impl Answer {
         self.headers.get(header::SET_COOKIE).and_then(|v| v.to_str().ok())
     }
 
-    /// The session's form token, from the sign-out form.
+    /// The form token of the page's form (sign-in or sign-out).
     fn form_token(&self) -> String {
-        let at = self.html.find("name=\"form_token\" value=\"").expect("a sign-out form") + 25;
+        let at = self.html.find("name=\"form_token\" value=\"").expect("a form with a token") + 25;
         self.html[at..].split('"').next().expect("a value").to_owned()
     }
 }
@@ -58,25 +58,48 @@ impl<'a> Browser<'a> {
         Self::read(request.send().await.expect("dev-server answers")).await
     }
 
-    /// POSTs a form as a page of `origin` would.
-    async fn post_from(&self, origin: Option<&str>, path: &str, form: &[(&str, &str)]) -> Answer {
+    /// POSTs a form as a page of `origin` would, with `extra_cookie` beside the session's.
+    async fn post_with(
+        &self,
+        origin: Option<&str>,
+        extra_cookie: Option<&str>,
+        path: &str,
+        form: &[(&str, &str)],
+    ) -> Answer {
         let mut request = self.client.post(format!("{}{path}", self.app.url)).form(form);
         if let Some(origin) = origin {
             request = request.header(header::ORIGIN, origin);
         }
-        if let Some(cookie) = &self.cookie {
-            request = request.header(header::COOKIE, cookie);
+        let cookies: Vec<&str> = self.cookie.as_deref().into_iter().chain(extra_cookie).collect();
+        if !cookies.is_empty() {
+            request = request.header(header::COOKIE, cookies.join("; "));
         }
         Self::read(request.send().await.expect("dev-server answers")).await
     }
 
     async fn post(&self, path: &str, form: &[(&str, &str)]) -> Answer {
-        self.post_from(Some(&self.app.url.clone()), path, form).await
+        self.post_with(Some(&self.app.url.clone()), None, path, form).await
+    }
+
+    /// Loads the sign-in page: its form token and the cookie (`name=value`) that pairs with it.
+    async fn sign_in_form(&self) -> (String, String) {
+        let page = self.get("/app/sign-in").await;
+        assert_eq!(page.status, 200, "{}", page.html);
+        let cookie = page.set_cookie().expect("the sign-in cookie").split(';').next().expect("name=value").to_owned();
+        assert!(cookie.starts_with("hangar_sign_in="), "{cookie}");
+        (page.form_token(), cookie)
+    }
+
+    /// Sends the sign-in form as the sign-in page would, with `token`.
+    async fn try_sign_in(&self, token: &str) -> Answer {
+        let (form_token, cookie) = self.sign_in_form().await;
+        let form = [("token", token), ("form_token", form_token.as_str())];
+        self.post_with(Some(&self.app.url.clone()), Some(&cookie), "/app/sign-in", &form).await
     }
 
     /// Signs in and keeps the cookie; returns the sign-in answer.
     async fn sign_in(&mut self, token: &str) -> Answer {
-        let answer = self.post("/app/sign-in", &[("token", token)]).await;
+        let answer = self.try_sign_in(token).await;
         assert_eq!(answer.status, 303, "signing in: {}", answer.html);
         let set = answer.set_cookie().expect("a session cookie");
         self.cookie = Some(set.split(';').next().expect("name=value").to_owned());
@@ -165,9 +188,10 @@ async fn a_token_that_is_not_valid_gets_the_form_again_and_no_cookie() {
     let browser = Browser::new(&app);
     let long = "x".repeat(600);
     for token in ["not-a-token", "", "   ", long.as_str()] {
-        let answer = browser.post("/app/sign-in", &[("token", token)]).await;
+        let answer = browser.try_sign_in(token).await;
         assert_eq!(answer.status, 401, "{token:?}: {}", answer.html);
-        assert!(answer.set_cookie().is_none(), "{token:?}");
+        let cookie = answer.set_cookie().unwrap_or_default();
+        assert!(cookie.starts_with("hangar_sign_in="), "no session cookie, a new form's: {cookie}");
         assert!(answer.html.contains("That token is not valid"), "{}", answer.html);
         assert!(answer.html.contains("name=\"token\""), "the form again");
     }
@@ -198,17 +222,34 @@ async fn signing_out_deletes_the_session_so_a_copied_cookie_opens_nothing() {
 async fn forms_from_another_site_or_without_the_form_token_are_refused() {
     let app = TestApp::spawn().await;
     let mut browser = Browser::new(&app);
-    for origin in [Some("https://evil.example"), Some("null"), None] {
-        let answer = browser.post_from(origin, "/app/sign-in", &[("token", &app.admin_token)]).await;
-        assert_eq!(answer.status, 403, "{origin:?}: {}", answer.html);
+    let admin = app.admin_token.as_str();
+    // From another site, with a form token and cookie of this one's: the origin refuses it.
+    let (form_token, cookie) = browser.sign_in_form().await;
+    let form = [("token", admin), ("form_token", form_token.as_str())];
+    let foreign = browser.post_with(Some("https://evil.example"), Some(&cookie), "/app/sign-in", &form).await;
+    assert_eq!(foreign.status, 403, "{}", foreign.html);
+    // No origin (Referrer-Policy: no-referrer) is left to the form token: a forged form has a
+    // token but not the browser's sign-in cookie (SameSite=Strict), or not the matching one.
+    let guessed = [("token", admin), ("form_token", "guessed")];
+    for (origin, cookie, form) in [
+        (Some("null"), None, &form[..]),
+        (None, None, &form[..]),
+        (Some("null"), Some(cookie.as_str()), &guessed[..]),
+        (None, Some(cookie.as_str()), &[("token", admin)][..]),
+    ] {
+        let answer = browser.post_with(origin, cookie, "/app/sign-in", form).await;
+        assert_eq!(answer.status, 403, "{origin:?} {cookie:?} {form:?}: {}", answer.html);
         assert!(answer.set_cookie().is_none(), "{origin:?}");
     }
+    // The browser's own form, sent as Chromium sends it under no-referrer, passes.
+    let own = browser.post_with(Some("null"), Some(&cookie), "/app/sign-in", &form).await;
+    assert_eq!(own.status, 303, "{}", own.html);
     browser.sign_in(&app.admin_token).await;
     let home = browser.get("/app").await;
     let token = home.form_token();
     let forged = browser.post("/app/sign-out", &[("form_token", "guessed")]).await;
     assert_eq!(forged.status, 403, "{}", forged.html);
-    let cross = browser.post_from(Some("https://evil.example"), "/app/sign-out", &[("form_token", &token)]).await;
+    let cross = browser.post_with(Some("https://evil.example"), None, "/app/sign-out", &[("form_token", &token)]).await;
     assert_eq!(cross.status, 403, "{}", cross.html);
     assert_eq!(browser.get("/app").await.status, 200, "the session survives both");
     app.stop().await;

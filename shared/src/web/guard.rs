@@ -1,5 +1,5 @@
 //! What protects every console page: the security headers on every answer, errors rendered as
-//! pages (never axum's bare bodies), and the same-origin check of every POST form.
+//! pages (never axum's bare bodies), and the refusal of POST forms that name another site.
 
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
@@ -47,13 +47,17 @@ pub async fn headers(request: Request, next: Next) -> Response {
     response
 }
 
-/// Whether a POST came from a page of this site: its `Origin` (or, when a browser sends none,
-/// its `Referer`) names the host the request was sent to. With `SameSite=Strict` cookies this
-/// refuses cross-site forms, the sign-in form included (login CSRF), whatever cookies they carry.
-pub fn same_origin(headers: &HeaderMap) -> Result<(), WebError> {
+/// Refuses a POST that says it comes from another site: an `Origin` (or, without one, a
+/// `Referer`) naming another host than the one the request was sent to. The pages send
+/// `Referrer-Policy: no-referrer`, under which browsers send `Origin: null` (or nothing) with
+/// their own forms, so an absent or `null` origin passes here: the form token decides then
+/// (`Viewer::check_form`, `session::check_sign_in_form`), with `SameSite=Strict` cookies.
+pub fn refuse_foreign_origin(headers: &HeaderMap) -> Result<(), WebError> {
     let value = |name: HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    let Some(origin) = value(header::ORIGIN).filter(|o| *o != "null").or_else(|| value(header::REFERER)) else {
+        return Ok(());
+    };
     let host = value(header::HOST).ok_or(WebError::CrossSite)?;
-    let origin = value(header::ORIGIN).or_else(|| value(header::REFERER)).ok_or(WebError::CrossSite)?;
     let authority = origin
         .strip_prefix("https://")
         .or_else(|| origin.strip_prefix("http://"))
@@ -73,13 +77,17 @@ mod tests {
     }
 
     #[test]
-    fn a_post_from_the_same_host_passes_and_any_other_is_refused() {
+    fn a_post_naming_another_host_is_refused_and_one_naming_none_is_left_to_the_form_token() {
         let host = (header::HOST, "127.0.0.1:8080");
-        assert!(same_origin(&headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:8080")])).is_ok());
-        assert!(same_origin(&headers(&[host.clone(), (header::REFERER, "http://127.0.0.1:8080/app/sign-in")])).is_ok());
-        for origin in ["http://evil.example", "null", "http://127.0.0.1:8080.evil.example", "http://127.0.0.1:9090"] {
-            assert!(same_origin(&headers(&[host.clone(), (header::ORIGIN, origin)])).is_err(), "{origin}");
+        assert!(refuse_foreign_origin(&headers(&[host.clone(), (header::ORIGIN, "http://127.0.0.1:8080")])).is_ok());
+        let referer = (header::REFERER, "http://127.0.0.1:8080/app/sign-in");
+        assert!(refuse_foreign_origin(&headers(&[host.clone(), referer])).is_ok());
+        for origin in ["http://evil.example", "http://127.0.0.1:8080.evil.example", "http://127.0.0.1:9090", "x"] {
+            assert!(refuse_foreign_origin(&headers(&[host.clone(), (header::ORIGIN, origin)])).is_err(), "{origin}");
         }
-        assert!(same_origin(&headers(&[host])).is_err(), "neither Origin nor Referer");
+        let evil_referer = (header::REFERER, "https://evil.example/page");
+        assert!(refuse_foreign_origin(&headers(&[host.clone(), (header::ORIGIN, "null"), evil_referer])).is_err());
+        assert!(refuse_foreign_origin(&headers(&[host.clone(), (header::ORIGIN, "null")])).is_ok());
+        assert!(refuse_foreign_origin(&headers(&[host])).is_ok());
     }
 }

@@ -151,15 +151,46 @@ pub async fn sign_out(store: &dyn ItemStore, viewer: &Viewer) -> Result<(), WebE
 
 /// The session id the request's cookie holds, if it has the shape of one.
 pub fn presented(headers: &HeaderMap) -> Option<&str> {
+    cookie_value(headers, COOKIE)
+}
+
+/// A cookie's value, if it has the shape of an id: 43 alphanumerics.
+fn cookie_value<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
         .get_all(header::COOKIE)
         .iter()
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(';'))
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(name, _)| *name == COOKIE)
+        .find(|(found, _)| *found == name)
         .map(|(_, value)| value)
         .filter(|value| value.len() == ID_CHARS && value.bytes().all(|b| b.is_ascii_alphanumeric()))
+}
+
+/// The cookie that pairs the sign-in form with the browser that loaded it (before there is a
+/// session, there is no session's form token): the form carries the same random value.
+pub const SIGN_IN_COOKIE: &str = "hangar_sign_in";
+
+/// A new sign-in form token, and the `Set-Cookie` value that holds it for an hour on the
+/// sign-in path alone. Another site can neither read it nor make the browser send it along.
+pub fn sign_in_form(secure: bool) -> (String, String) {
+    let token = random_token(ID_CHARS);
+    let secure = if secure { "; Secure" } else { "" };
+    let cookie =
+        format!("{SIGN_IN_COOKIE}={token}; Path=/app/sign-in; HttpOnly; SameSite=Strict; Max-Age=3600{secure}");
+    (token, cookie)
+}
+
+/// Refuses a sign-in form whose token is not the one its browser's sign-in cookie holds: a form
+/// another site made the browser send (login CSRF).
+pub fn check_sign_in_form(headers: &HeaderMap, presented: &str) -> Result<(), WebError> {
+    let expected = cookie_value(headers, SIGN_IN_COOKIE).ok_or(WebError::CrossSite)?;
+    let same: bool = expected.as_bytes().ct_eq(presented.as_bytes()).into();
+    if same {
+        Ok(())
+    } else {
+        Err(WebError::CrossSite)
+    }
 }
 
 /// The `Set-Cookie` value of a new session: not readable by scripts, sent only to the console's
