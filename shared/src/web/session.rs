@@ -119,8 +119,8 @@ pub async fn sign_in(store: &dyn ItemStore, secret: &str, now: i64) -> Result<Op
     Ok(Some(id))
 }
 
-/// The viewer of a session id, if the session is live and its token still resolves; a session
-/// whose token is gone is deleted here.
+/// The viewer of a session id, if the session is live and its token still resolves. A session
+/// whose token is gone opens nothing and is left to its expiry (no GET writes).
 pub async fn open(store: &dyn ItemStore, id: &str, now: i64) -> Result<Option<Viewer>, WebError> {
     let session_hash = hash_secret(id);
     let key = keys::web_session(&session_hash);
@@ -136,10 +136,7 @@ pub async fn open(store: &dyn ItemStore, id: &str, now: i64) -> Result<Option<Vi
         },
         TokenKind::Broker => broker_tokens::resolve_hash(store, &session.token_hash).await?.map(Who::Broker),
     };
-    let Some(who) = who else {
-        store.delete(&key, Condition::Always).await?;
-        return Ok(None);
-    };
+    let Some(who) = who else { return Ok(None) };
     Ok(Some(Viewer { who, form_token: session.form_token, session_hash }))
 }
 
