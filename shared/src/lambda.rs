@@ -4,6 +4,7 @@
 use axum::Router;
 
 use crate::app::init_tracing;
+use crate::aws::AwsBase;
 use crate::blobs::{DeployedBlobs, WithS3};
 use crate::bootstrap::{install_tokens, Unconfigured};
 use crate::config::Config;
@@ -29,8 +30,9 @@ pub const FUNCTIONS: [&str; 10] = [
 pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
     init_tracing(true);
     let mut config = Config::from_env()?;
-    bootstrap_tokens_from_secrets(&mut config).await?;
-    let state = AppState::build_with::<B>(config, false).await?;
+    let aws = AwsBase::default();
+    bootstrap_tokens_from_secrets(&mut config, &aws).await?;
+    let state = AppState::build_with::<B>(config, false, aws).await?;
     install_tokens(&state, Unconfigured::Leave).await?;
     Ok(state)
 }
@@ -39,14 +41,13 @@ pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
 /// stack generates (`HANGAR_ADMIN_TOKEN_SECRET_ARN`, `HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN`):
 /// read once at cold start, installed (hashed) like the plain variables, never logged. A function
 /// not given a secret's ARN leaves that token as it is (see `bootstrap`).
-async fn bootstrap_tokens_from_secrets(config: &mut Config) -> Result<(), Error> {
+async fn bootstrap_tokens_from_secrets(config: &mut Config, aws: &AwsBase) -> Result<(), Error> {
     let arn = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let (admin, root) = (arn("HANGAR_ADMIN_TOKEN_SECRET_ARN"), arn("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"));
     if admin.is_none() && root.is_none() {
         return Ok(());
     }
-    let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-    let secrets = aws_sdk_secretsmanager::Client::new(&sdk);
+    let secrets = aws_sdk_secretsmanager::Client::new(aws.config().await);
     let read = |arn: String| {
         let secrets = secrets.clone();
         async move {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::aws::{CloudSettings, SharedCloud};
+use crate::aws::{AwsBase, CloudSettings, SharedCloud};
 use crate::blobs::{Blobs, DeployedBlobs, LocalBlobs, WithS3};
 use crate::config::{Config, StoreKind};
 use crate::identity::{KmsSigner, LocalSigner, SharedTokenSigner};
@@ -33,6 +33,8 @@ pub struct AppState {
     /// Signs the broker's workload identity tokens: a KMS key in AWS, a key file locally;
     /// `None` where no key is configured.
     pub identity: Option<SharedTokenSigner>,
+    /// The SDK configuration and HTTP client every AWS client of the process shares.
+    pub aws: AwsBase,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,21 +63,22 @@ impl AppState {
     /// Builds the store and blob adapters the configuration names. With `init`, the DynamoDB
     /// table and S3 bucket are created when missing.
     pub async fn build(config: Config, init: bool) -> Result<Self, BootError> {
-        Self::build_with::<WithS3>(config, init).await
+        Self::build_with::<WithS3>(config, init, AwsBase::default()).await
     }
 
-    /// The same, with `B` as the blob adapter when deployed: a type rather than a value, so
-    /// that a function whose family keeps no archives has no S3 client compiled in.
-    pub async fn build_with<B: DeployedBlobs>(config: Config, init: bool) -> Result<Self, BootError> {
+    /// The same, with `B` as the blob adapter when deployed (a type rather than a value, so
+    /// that a function whose family keeps no archives has no S3 client compiled in), and the AWS
+    /// configuration the process has already loaded, if any.
+    pub async fn build_with<B: DeployedBlobs>(config: Config, init: bool, aws: AwsBase) -> Result<Self, BootError> {
         let (store, blobs, local_blobs): (Store, Blobs, Option<LocalBlobs>) = match config.store {
             StoreKind::Sqlite => embedded(&config)?,
             StoreKind::Dynamodb => {
-                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&sdk), config.table.clone());
+                let sdk = aws.config().await;
+                let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(sdk), config.table.clone());
                 if init {
                     store.create_table_if_missing().await?;
                 }
-                let blobs = B::connect(&sdk, &config.bucket, init).await?;
+                let blobs = B::connect(sdk, &config.bucket, init).await?;
                 (Arc::new(store), blobs, None)
             }
         };
@@ -88,23 +91,19 @@ impl AppState {
             crate::vcs::Client::new(config.vcs_allowed_networks.clone(), config.archive_limits.max_compressed_bytes)
                 .map_err(|e| BootError::Http(e.to_string()))?;
         let sealer: SharedSealer = match &config.kms_key_id {
-            Some(key_id) => {
-                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                Arc::new(KmsSealer::new(aws_sdk_kms::Client::new(&sdk), key_id.clone()))
-            }
+            Some(key_id) => Arc::new(KmsSealer::new(aws_sdk_kms::Client::new(aws.config().await), key_id.clone())),
             None => Arc::new(LocalSealer::open(&data_dir(&config)?.join("broker-seal.key"))?),
         };
         let identity: Option<SharedTokenSigner> = match (&config.identity_kms_key_id, config.store) {
             (Some(key_id), _) => {
-                let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-                Some(Arc::new(KmsSigner::new(aws_sdk_kms::Client::new(&sdk), key_id.clone())))
+                Some(Arc::new(KmsSigner::new(aws_sdk_kms::Client::new(aws.config().await), key_id.clone())))
             }
             (None, StoreKind::Sqlite) => Some(Arc::new(LocalSigner::open(&data_dir(&config)?.join("identity.key"))?)),
             (None, StoreKind::Dynamodb) => None,
         };
         let work = Arc::new(tokio::sync::Notify::new());
         let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
-        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, vcs, sealer, work, clouds, identity })
+        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, vcs, sealer, work, clouds, identity, aws })
     }
 }
 

@@ -125,7 +125,8 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     // On the embedded store the `/upload/` route starts ingest itself; on S3 the bucket's
     // events come through the queue, as they reach the registry-ingest function in AWS.
     let queue = if options.store == Store::Dynamodb && !options.upload_queue.is_empty() {
-        Some(uploads::UploadQueue::connect(&options.upload_queue, &state.config.bucket, options.init).await?)
+        let sdk = state.aws.config().await;
+        Some(uploads::UploadQueue::connect(sdk, &options.upload_queue, &state.config.bucket, options.init).await?)
     } else {
         None
     };

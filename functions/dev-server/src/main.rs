@@ -5,7 +5,7 @@ use dev_server::{install_crypto_provider, start, Options};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    hangar::app::init_tracing(false);
+    let log = hangar::app::init_buffered_tracing(false);
     install_crypto_provider();
     let options = Options::parse();
     let config = hangar::config::Config::from_env()?;
@@ -23,6 +23,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     shutdown_signal().await;
     tracing::info!("shutting down");
     running.stop().await?;
+    // Every line of the requests served is written before the process exits.
+    drop(log);
     Ok(())
 }
 

@@ -39,10 +39,14 @@ pub struct UploadQueue {
 impl UploadQueue {
     /// Finds the queue `name`; with `init`, creates it and has `bucket` send its upload events to
     /// it (keeping the bucket's other notifications).
-    pub async fn connect(name: &str, bucket: &str, init: bool) -> Result<Self, QueueError> {
+    pub async fn connect(
+        sdk: &aws_config::SdkConfig,
+        name: &str,
+        bucket: &str,
+        init: bool,
+    ) -> Result<Self, QueueError> {
         let error = |message: String| QueueError { queue: name.to_owned(), message };
-        let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-        let sqs = aws_sdk_sqs::Client::new(&sdk);
+        let sqs = aws_sdk_sqs::Client::new(sdk);
         let url = if init {
             let created = sqs
                 .create_queue()
@@ -67,7 +71,7 @@ impl UploadQueue {
         };
         if init {
             let s3_config =
-                aws_sdk_s3::config::Builder::from(&sdk).force_path_style(sdk.endpoint_url().is_some()).build();
+                aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).build();
             let s3 = aws_sdk_s3::Client::from_conf(s3_config);
             notify(&sqs, &s3, &url, bucket).await.map_err(error)?;
         }

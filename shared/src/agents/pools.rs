@@ -48,17 +48,36 @@ pub async fn get(
     permission: Permission,
 ) -> Result<(AgentPool, Organization)> {
     let store = state.store.as_ref();
-    // A team reads only its own organization's pools, whose keys it knows from its token: the
-    // pool and the organization in one batch, without the id pointer.
-    if let (Some(org_id), Some(crate::ids::Kind::AgentPool)) = (principal.org_id(), crate::ids::Kind::of(id)) {
-        let (org, mut found) =
-            access::by_id_with(store, principal, org_id, permission, &[keys::agent_pool(org_id, id)]).await?;
-        let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
-        return Ok((pool, org));
+    let org_id = organization_of(store, principal, id).await?;
+    get_in(store, principal, &org_id, id, permission).await
+}
+
+/// The organization the pool `id` would be in for this principal: a team's own, without a read
+/// (a team reads only its organization's pools), else the one the id's pointer names (one read,
+/// of the pointer alone). Whether the pool is there is for [`get_in`] to say.
+pub async fn organization_of(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<String> {
+    if crate::ids::Kind::of(id) != Some(crate::ids::Kind::AgentPool) {
+        return Err(AgentsError::NotFound);
     }
-    let pool: AgentPool = pointer::resolve(store, id).await?.ok_or(AgentsError::NotFound)?;
-    access::require(principal, &pool.org_id, permission)?;
-    let org = access::get_by_id(store, &pool.org_id).await?;
+    if let Some(org_id) = principal.org_id() {
+        return Ok(org_id.to_owned());
+    }
+    let target = pointer::target::<AgentPool>(store, id).await?.ok_or(AgentsError::NotFound)?;
+    keys::organization_of(&target).map(str::to_owned).ok_or(AgentsError::NotFound)
+}
+
+/// The pool `id` of the organization `org_id` and the organization, read in one batch, if the
+/// principal holds `permission` there.
+pub async fn get_in(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_id: &str,
+    id: &str,
+    permission: Permission,
+) -> Result<(AgentPool, Organization)> {
+    let (org, mut found) =
+        access::by_id_with(store, principal, org_id, permission, &[keys::agent_pool(org_id, id)]).await?;
+    let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
     Ok((pool, org))
 }
 

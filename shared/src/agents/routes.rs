@@ -150,19 +150,21 @@ async fn show_pool(
     listing: Listing,
 ) -> Result<Document> {
     let include = includes_workspaces(listing.params.non_empty("include"))?;
-    // A team's pool is in its own organization, so its agents are queried beside the pool's read
-    // (a query no batch can hold) rather than after it; used only if the pool proves to be there.
+    // Once the organization is known (a team's own, or from the id's pointer), the pool's
+    // agents are queried beside the pool's read (a query no batch can hold) rather than after
+    // it; their answer is used only if the pool proves to be there.
     let store = state.store.as_ref();
+    let org_id = pools::organization_of(store, &principal, &id).await?;
+    let read = pools::get_in(store, &principal, &org_id, &id, Permission::Read);
     let early = async {
-        match principal.org_id() {
-            Some(org_id) if !include => Some((org_id, agents::of_pool(store, org_id, &id).await)),
-            _ => None,
+        match include {
+            false => Some(agents::of_pool(store, &org_id, &id).await),
+            true => None,
         }
     };
-    let (read, early) = futures::join!(pools::get(&state, &principal, &id, Permission::Read), early);
+    let (read, early) = futures::join!(read, early);
     let (pool, org) = read?;
-    if let Some((org_id, agents)) = early.filter(|(org_id, _)| *org_id == pool.org_id) {
-        debug_assert_eq!(org_id, org.id);
+    if let Some(agents) = early {
         let live = agents?.iter().filter(|a| a.counts(&state)).count();
         return Ok(Document::one(render::pool(&pool, &org.name, live)));
     }

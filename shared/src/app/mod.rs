@@ -26,8 +26,38 @@ pub fn finish(router: Router<AppState>, state: AppState) -> Router {
         .layer(middleware::from_fn(|request, next| render_refusals(request, next, refusal::json_api)))
 }
 
-/// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`.
+/// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`, writing
+/// each line to stdout as it is made. The functions use this: Lambda serves one request at a
+/// time per process and may freeze the process as soon as the response is out, so a line still
+/// queued for a writer thread would reach CloudWatch late, or never if the sandbox is then
+/// retired.
 pub fn init_tracing(json: bool) {
+    install_subscriber(json, std::io::stdout);
+}
+
+/// The same for a long-running server (dev-server): lines go through a queue to a thread that
+/// writes them to stdout in batches, so a request never waits on the pipe or terminal behind
+/// stdout (one write per line was most of dev-server's system time under load). The queue
+/// blocks rather than drops when full, and the returned guard writes out what is queued when
+/// dropped: hold it until the server has stopped.
+pub fn init_buffered_tracing(json: bool) -> LogGuard {
+    let batched = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("hangar-log")
+        .finish(batched);
+    install_subscriber(json, writer);
+    LogGuard(guard)
+}
+
+/// Flushes the buffered log when dropped (see [`init_buffered_tracing`]).
+#[must_use = "the log is flushed when this guard is dropped"]
+pub struct LogGuard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGuard);
+
+fn install_subscriber<W>(json: bool, writer: W)
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
     // `RUST_LOG` as a level or `target=level` directives: Targets needs no regular expressions,
@@ -37,9 +67,10 @@ pub fn init_tracing(json: bool) {
     let registry = tracing_subscriber::registry().with(filter);
     // A second initialisation (tests, a reused process) keeps the first subscriber.
     let _ = if json {
-        registry.with(tracing_subscriber::fmt::layer().json().without_time().with_target(false)).try_init()
+        let layer = tracing_subscriber::fmt::layer().json().without_time().with_target(false).with_writer(writer);
+        registry.with(layer).try_init()
     } else {
-        registry.with(tracing_subscriber::fmt::layer().with_target(false)).try_init()
+        registry.with(tracing_subscriber::fmt::layer().with_target(false).with_writer(writer)).try_init()
     };
 }
 

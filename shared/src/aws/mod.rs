@@ -3,6 +3,7 @@
 //! tested against a fake. [`connect`] builds the one real implementation, on aws-sdk-iam and
 //! aws-sdk-sts.
 
+mod base;
 mod errors;
 mod sdk;
 mod web_identity;
@@ -12,6 +13,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+
+pub use base::AwsBase;
 
 /// How the broker reaches AWS: the engine's root configuration, already resolved.
 #[derive(Clone, PartialEq, Eq)]
@@ -433,6 +436,6 @@ pub type SharedCloud = Arc<dyn Cloud>;
 /// given, else the default AWS credential chain (env vars, shared files, then the container/instance
 /// role — on Lambda the function's role). Honours region, the two endpoints and max_retries.
 /// The clients are built once here and reused by every call.
-pub async fn connect(settings: &CloudSettings) -> SharedCloud {
-    Arc::new(sdk::SdkCloud::connect(settings).await)
+pub async fn connect(settings: &CloudSettings, base: &AwsBase) -> SharedCloud {
+    Arc::new(sdk::SdkCloud::connect(settings, base.http_client()).await)
 }

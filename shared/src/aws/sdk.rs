@@ -25,8 +25,12 @@ pub(super) struct SdkCloud {
 }
 
 impl SdkCloud {
-    pub(super) async fn connect(settings: &CloudSettings) -> Self {
-        let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(Region::new(settings.region.clone()));
+    pub(super) async fn connect(
+        settings: &CloudSettings,
+        http: aws_smithy_runtime_api::client::http::SharedHttpClient,
+    ) -> Self {
+        let region = Region::new(settings.region.clone());
+        let mut loader = aws_config::defaults(BehaviorVersion::latest()).region(region).http_client(http);
         if settings.web_identity.is_some() {
             // The identity's credentials are set on each client below; no chain is searched.
             loader = loader.no_credentials();

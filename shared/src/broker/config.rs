@@ -158,7 +158,7 @@ pub async fn cloud(state: &AppState, mount: &Mount, config: &RootConfig) -> Resu
     if let Some((_, cloud)) = clients.iter().find(|(known, _)| *known == settings) {
         return Ok(cloud.clone());
     }
-    let cloud = crate::aws::connect(&settings).await;
+    let cloud = crate::aws::connect(&settings, &state.aws).await;
     // A handful of mounts at most; an old configuration's client is dropped first.
     if clients.len() >= 8 {
         clients.remove(0);

@@ -41,6 +41,11 @@ pub fn organization(org_id: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), ORG_SK)
 }
 
+/// The id of the organization whose partition holds `key`, if an organization's does.
+pub fn organization_of(key: &Key) -> Option<&str> {
+    key.pk.strip_prefix("ORG#")
+}
+
 pub fn organization_name(name: &str) -> Key {
     Key::new(format!("ORGNAME#{name}"), "ORGNAME")
 }

@@ -46,6 +46,18 @@ pub async fn resolve<T: Addressed>(store: &dyn ItemStore, id: &str) -> Result<Op
     follow(store, id).await?.map(|item| item.parse()).transpose()
 }
 
+/// Where the `T` an id names is kept, read from the id's pointer alone (one read), so that the
+/// item can be read in one batch with others of its partition: none unless the id is of `T`'s
+/// kind and its pointer leads to an item of that kind.
+pub async fn target<T: Addressed>(store: &dyn ItemStore, id: &str) -> Result<Option<Key>, StoreError> {
+    if Kind::of(id) != Some(T::KIND) {
+        return Ok(None);
+    }
+    let Some(pointer) = store.get(&keys::id_pointer(id)).await? else { return Ok(None) };
+    let Pointer { target } = pointer.parse()?;
+    Ok(keys::holds(&target, T::KIND).then_some(target))
+}
+
 /// The item an id points to, if both exist and the item is of the kind the id names. Prefer
 /// [`resolve`], which also checks the id is of the kind the caller reads.
 pub async fn follow(store: &dyn ItemStore, id: &str) -> Result<Option<Item>, StoreError> {
