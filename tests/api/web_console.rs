@@ -419,3 +419,29 @@ async fn broker_pages_show_roles_and_rotations_but_never_a_secret() {
     assert_eq!(browser.get("/app/broker/mount?path=nowhere").await.status, 404);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_modules_list_pages_with_the_apis_own_page_parameters() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    for n in 0..23 {
+        let created =
+            app.post("/api/v2/organizations/acme/registry-modules", &owners, module_body(&format!("m{n:02}"))).await;
+        assert_eq!(created.status, 201, "{:?}", created.body);
+    }
+    let mut browser = Browser::new(&app);
+    browser.sign_in(&owners).await;
+    let first = browser.get("/app/organizations/acme/modules").await;
+    assert!(first.html.contains("Page 1 of 2 · 23 in all"), "{}", first.html);
+    assert!(first.html.contains("acme/m19") && !first.html.contains("acme/m20"), "{}", first.html);
+    let next =
+        first.html.split("rel=\"next\" href=\"").nth(1).and_then(|rest| rest.split('"').next()).expect("a next link");
+    let next = next.replace("&amp;", "&");
+    assert!(next.contains("page%5Bnumber%5D=2"), "{next}");
+    let second = browser.get(&next).await;
+    assert!(second.html.contains("Page 2 of 2") && second.html.contains("acme/m22"), "{}", second.html);
+    assert!(!second.html.contains("rel=\"next\""), "the last page has no next link");
+    let oversized = browser.get("/app/organizations/acme/modules?page%5Bsize%5D=1000").await;
+    assert!(oversized.html.contains("Page 1 of 1 · 23 in all"), "sizes above 100 are served as 100");
+    assert_eq!(browser.get("/app/organizations/acme/modules?page%5Bnumber%5D=x").await.status, 400);
+    app.stop().await;
+}
