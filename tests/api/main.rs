@@ -14,6 +14,7 @@ mod events;
 mod hardening;
 mod oauth_clients;
 mod registry;
+mod registry_lifecycle;
 mod registry_metadata;
 mod registry_protocol;
 mod registry_proxy;

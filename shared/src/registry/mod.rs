@@ -3,11 +3,13 @@
 //! `terraform init` speaks (function `registry-protocol`).
 //!
 //! Layers, each importing only those below it: `routes` → `publishing` (modules from a VCS
-//! repository) → the core (`ingest` → `versions` → `modules`) → `names`, `status`, `error`.
+//! repository) → the core (`lifecycle`, `ingest` → `versions` → `modules`) → `names`, `status`,
+//! `error`.
 //! `protocol` reads the core; `render` turns core records into resources for `routes`.
 
 mod error;
 pub mod ingest;
+pub mod lifecycle;
 mod metadata;
 pub mod modules;
 pub mod names;

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{RegistryError, Result};
 use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
-use super::status::OK;
+use super::status::{Deprecation, Revocation, OK};
 use crate::accounts::access::{self, join, Organization};
 use crate::api::{timestamp, Field, PageRequest};
 use crate::auth::{NameRead, Permission, Principal, Scoped};
@@ -35,6 +35,19 @@ pub struct VersionStatus {
     /// When the version became `ok`.
     #[serde(default)]
     pub published_at: Option<String>,
+    /// Copied from the version record (see `lifecycle`), so that lists of versions need no
+    /// further read: a deprecated version is still offered, a revoked one is not.
+    #[serde(default)]
+    pub deprecation: Option<Deprecation>,
+    #[serde(default)]
+    pub revocation: Option<Revocation>,
+}
+
+impl VersionStatus {
+    /// Whether new consumers get this version: ingested and not revoked.
+    pub fn offered(&self) -> bool {
+        self.status == OK && self.revocation.is_none()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,10 +182,11 @@ impl Module {
     /// Makes an `ok` version the latest if consumers should now get it by default: it ranks
     /// above the current latest. Tells whether it did.
     pub fn offer(&mut self, version: &VersionStatus, description: Option<String>) -> bool {
-        let becomes_latest = version.status == OK
+        let becomes_latest = version.offered()
             && self.latest.as_ref().is_none_or(|latest| latest_rank(&version.version) > latest_rank(&latest.version));
         if becomes_latest {
-            self.latest = Some(version.clone());
+            // The lifecycle is read from the version's own entry, never from this copy.
+            self.latest = Some(VersionStatus { deprecation: None, revocation: None, ..version.clone() });
             self.description = description;
         }
         becomes_latest
@@ -298,15 +312,15 @@ pub(crate) async fn read(
     Ok(Read { org, module, statuses, also: found })
 }
 
-/// The `ok` versions among `statuses`, in their order.
-pub fn ok_versions(statuses: &[VersionStatus]) -> impl Iterator<Item = &VersionStatus> {
-    statuses.iter().filter(|status| status.status == OK)
+/// The versions new consumers may get among `statuses` (`ok`, not revoked), in their order.
+pub fn offered_versions(statuses: &[VersionStatus]) -> impl Iterator<Item = &VersionStatus> {
+    statuses.iter().filter(|status| status.offered())
 }
 
-/// The version consumers get by default among `statuses`: the highest stable `ok` version, else
-/// the highest prerelease.
+/// The version consumers get by default among `statuses`: the highest stable offered version,
+/// else the highest prerelease.
 pub(super) fn latest_of(statuses: &[VersionStatus]) -> Option<&VersionStatus> {
-    ok_versions(statuses).max_by_key(|status| latest_rank(&status.version))
+    offered_versions(statuses).max_by_key(|status| latest_rank(&status.version))
 }
 
 /// A module as the management API shows it: with every version's status.

@@ -4,9 +4,10 @@
 use serde_json::{json, Value};
 
 use super::modules::{Shown, NON_VCS};
+use super::status::{Deprecation, Revocation};
 use super::versions::ModuleVersion;
 use crate::accounts::access::Organization;
-use crate::api::Resource;
+use crate::api::{Document, Resource};
 use crate::archive::ModuleMetadata;
 use crate::auth::{Permission, Principal};
 
@@ -23,7 +24,20 @@ pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resou
         "version-statuses": shown
             .statuses
             .iter()
-            .map(|v| json!({ "version": v.version, "status": v.status, "error": v.error }))
+            .map(|v| json!({
+                "version": v.version,
+                "status": v.status,
+                "error": v.error,
+                "deprecation": deprecation(v.deprecation.as_ref()),
+                "revocation": revocation(v.revocation.as_ref()),
+            }))
+            .collect::<Vec<_>>(),
+        // HCP Terraform's list of a module's revoked versions.
+        "revoked-versions": shown
+            .statuses
+            .iter()
+            .filter(|v| v.revocation.is_some())
+            .map(|v| v.version.as_str())
             .collect::<Vec<_>>(),
         "created-at": module.created_at,
         "updated-at": module.updated_at,
@@ -89,17 +103,50 @@ pub fn version(version: &ModuleVersion, upload: Option<String>) -> Resource {
         "version": version.version,
         "created-at": version.created_at,
         "updated-at": version.updated_at,
+        "deprecation": deprecation(version.deprecation.as_ref()),
+        "revocation": revocation(version.revocation.as_ref()),
     });
     if let Some(error) = &version.error {
         attributes["error"] = Value::String(error.clone());
     }
-    let resource = Resource::new("registry-module-versions", &version.id, attributes).to_one(
-        "registry-module",
-        "registry-modules",
-        &version.module_id,
-    );
+    let resource = Resource::new("registry-module-versions", &version.id, attributes)
+        .to_one("registry-module", "registry-modules", &version.module_id)
+        .to_one_or_null("deprecation", "deprecations", version.deprecation.as_ref().map(|d| d.id.as_str()));
     match upload {
         Some(url) => resource.link("upload", url),
         None => resource,
+    }
+}
+
+/// A version's deprecation as the management API shows it; `null` when it is not deprecated.
+fn deprecation(deprecation: Option<&Deprecation>) -> Value {
+    deprecation.map_or(Value::Null, |d| {
+        json!({
+            "deprecated-status": "Deprecated",
+            "reason": d.reason,
+            "link": d.link,
+            "deprecated-at": d.deprecated_at,
+        })
+    })
+}
+
+/// A version's revocation as the management API shows it; `null` when it is not revoked.
+fn revocation(revocation: Option<&Revocation>) -> Value {
+    revocation.map_or(
+        Value::Null,
+        |r| json!({ "status": "Revoked", "message": r.message, "link": r.link, "revoked-at": r.revoked_at }),
+    )
+}
+
+/// A document of one version `resource` with its deprecation `included`, as HCP Terraform
+/// answers a deprecation: a `deprecations` resource with the reason and the link.
+pub fn with_deprecation(resource: Resource, version: &ModuleVersion) -> Document {
+    match &version.deprecation {
+        Some(d) => Document::one(resource).included(vec![Resource::new(
+            "deprecations",
+            &d.id,
+            json!({ "reason": d.reason, "link": d.link }),
+        )]),
+        None => Document::one(resource),
     }
 }

@@ -2,13 +2,13 @@
 //! `Delete` still use them): each maps to the same domain call as its replacement.
 
 use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::handler::Handler;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
-use axum::routing::{get, post, MethodRouter};
+use axum::routing::{delete, get, post, MethodRouter};
 use axum::Router;
 use serde::Deserialize;
 
+use super::lifecycle::{self, DeprecationRequest, LifecycleChange, RevocationRequest};
 use super::modules::{self, Address, ModuleChange, ModuleChanges, ModuleFilter, NewModule, Shown};
 use super::names::RegistryName;
 use super::publishing::{self, PublishRequest};
@@ -30,11 +30,14 @@ pub fn router() -> Router<AppState> {
         .route(&format!("{ORG}/vcs"), post(publish_module))
         .route("/api/v2/registry-modules", post(deprecated_publish_module))
         .route("/webhooks/vcs/{uuid}", post(webhook).layer(DefaultBodyLimit::max(publishing::MAX_DELIVERY_BYTES)))
-        .route(MODULE, delete_only(delete_module))
+        .route(MODULE, unreadable(delete(delete_module), "DELETE"))
         .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
         .route(&format!("{PROVIDER}/versions"), get(list_versions).post(create_version))
         .route(&format!("{PROVIDER}/version"), get(show_version))
-        .route(&format!("{PROVIDER}/{{version}}"), delete_only(delete_version))
+        .route(
+            &format!("{PROVIDER}/{{version}}"),
+            unreadable(delete(delete_version).patch(update_version), "DELETE, PATCH"),
+        )
         .route("/api/v2/registry-modules/{id}", get(show_module_by_id))
         // Deprecated forms, for private modules (namespace = organization).
         .route("/api/v2/registry-modules/{org}/{name}/{provider}/versions", post(deprecated_create_version))
@@ -100,19 +103,15 @@ fn filter(params: &QueryParams) -> Result<ModuleFilter> {
     })
 }
 
-/// A path that only deletes. To a read it is as unknown as any other path (404, as HCP Terraform
-/// answers); any other method gets the usual 405.
-fn delete_only<H, T>(handler: H) -> MethodRouter<AppState>
-where
-    H: Handler<T, AppState>,
-    T: 'static,
-{
-    axum::routing::delete(handler).fallback(|method: Method| async move {
+/// A path that cannot be read (it only deletes or changes). To a read it is as unknown as any
+/// other path (404, as HCP Terraform answers); any other method gets the usual 405.
+fn unreadable(methods: MethodRouter<AppState>, allow: &'static str) -> MethodRouter<AppState> {
+    methods.fallback(move |method: Method| async move {
         if matches!(method, Method::GET | Method::HEAD) {
             return ApiError::not_found().into_response();
         }
         let mut refused = ApiError::method_not_allowed().into_response();
-        refused.headers_mut().insert(header::ALLOW, HeaderValue::from_static("DELETE"));
+        refused.headers_mut().insert(header::ALLOW, HeaderValue::from_static(allow));
         refused
     })
 }
@@ -282,7 +281,7 @@ async fn show_version(
     let (version, metadata, _) =
         versions::read(&state, &principal, &path.org, &path.address()?, &path.provider, wanted).await?;
     let upload = versions::upload_url_for(state.blobs.as_ref(), &principal, &version).await?;
-    Ok(Document::one(render::version_with_metadata(&version, upload, metadata.as_ref())))
+    Ok(render::with_deprecation(render::version_with_metadata(&version, upload, metadata.as_ref()), &version))
 }
 
 async fn list_versions(
@@ -305,6 +304,52 @@ async fn delete_version(
     let address = Address::new(&path.registry, &path.namespace, &path.name)?;
     versions::delete(&state, &principal, &path.org, &address, &path.provider, &path.version).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `deprecation` of a version's PATCH, as HCP Terraform's "Manage module versions" sends it.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct DeprecationAttrs {
+    #[serde(alias = "deprecated_status")]
+    deprecated_status: Option<String>,
+    reason: Option<String>,
+    link: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RevocationAttrs {
+    status: Option<String>,
+    message: Option<String>,
+    link: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct LifecycleAttrs {
+    deprecation: Option<DeprecationAttrs>,
+    revocation: Option<RevocationAttrs>,
+}
+
+/// Deprecates, revokes or reverts a version. HCP Terraform documents `module-versions` as the
+/// request's type; the version's own type is accepted too.
+async fn update_version(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(path): Path<VersionPath>,
+    body: JsonApiBody,
+) -> Result<Document> {
+    let attrs = body.resource::<LifecycleAttrs>(&["module-versions", "registry-module-versions"])?.attributes;
+    let change = LifecycleChange {
+        deprecation: attrs.deprecation.map(|d| DeprecationRequest {
+            status: d.deprecated_status,
+            reason: d.reason,
+            link: d.link,
+        }),
+        revocation: attrs.revocation.map(|r| RevocationRequest { status: r.status, message: r.message, link: r.link }),
+    };
+    let address = Address::new(&path.registry, &path.namespace, &path.name)?;
+    let version =
+        lifecycle::change(&state, &principal, &path.org, &address, (&path.provider, &path.version), change).await?;
+    Ok(render::with_deprecation(render::version(&version, None), &version))
 }
 
 async fn deprecated_create_version(

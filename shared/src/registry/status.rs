@@ -1,7 +1,33 @@
 //! The statuses a module version moves through, as HCP Terraform spells them: `pending` until
 //! its archive is ingested, then `ok` or `reg_ingress_failed`. Both the version record and its
-//! module's `versions` list carry them.
+//! module's `versions` list carry them, with the version's place in its lifecycle: deprecated
+//! (still offered, with a warning) and revoked (no longer offered to new consumers).
+
+use serde::{Deserialize, Serialize};
 
 pub const PENDING: &str = "pending";
 pub const OK: &str = "ok";
 pub const FAILED: &str = "reg_ingress_failed";
+
+/// Why a version is deprecated and where to read more: what the registry protocol's versions
+/// list and the management API show for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Deprecation {
+    /// The `deprecations` resource's id in the management API's answer.
+    pub id: String,
+    /// May be empty: HCP Terraform does not require one.
+    pub reason: String,
+    /// An http(s) URL, when given.
+    pub link: Option<String>,
+    pub deprecated_at: String,
+}
+
+/// Why a (deprecated) version is no longer offered to new consumers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revocation {
+    /// May be empty.
+    pub message: String,
+    /// An http(s) URL, when given.
+    pub link: Option<String>,
+    pub revoked_at: String,
+}

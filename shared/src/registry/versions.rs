@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{RegistryError, Result};
 use super::modules::{self, latest_of, load, organization, precedence, statuses, Address, Module, VersionStatus};
 use super::names::{parse_version, RegistryName};
-use super::status::{OK, PENDING};
+use super::status::{Deprecation, Revocation, OK, PENDING};
 use crate::accounts::access::Organization;
 use crate::api::{timestamp, Field, PageRequest};
 use crate::archive::ModuleMetadata;
@@ -50,6 +50,15 @@ pub struct ModuleVersion {
     pub readme: Option<String>,
     pub created_at: String,
     pub updated_at: String,
+    /// Set while the version is deprecated (see `lifecycle`); still offered to consumers.
+    #[serde(default)]
+    pub deprecation: Option<Deprecation>,
+    /// Set while the version is revoked: no longer offered to new consumers.
+    #[serde(default)]
+    pub revocation: Option<Revocation>,
+    /// Bumped by every lifecycle change, which is written on the condition that it is unchanged.
+    #[serde(default)]
+    pub lifecycle_revision: u64,
 }
 
 impl ModuleVersion {
@@ -97,6 +106,9 @@ impl ModuleVersion {
             readme: None,
             created_at: now.clone(),
             updated_at: now,
+            deprecation: None,
+            revocation: None,
+            lifecycle_revision: 0,
         }
     }
 
@@ -134,6 +146,8 @@ impl ModuleVersion {
             status: self.status.clone(),
             error: self.error.clone(),
             published_at: (self.status == OK).then(|| self.updated_at.clone()),
+            deprecation: self.deprecation.clone(),
+            revocation: self.revocation.clone(),
         }
     }
 }

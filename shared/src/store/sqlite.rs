@@ -275,7 +275,14 @@ impl ItemStore for SqliteStore {
     }
 
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
-        self.read_now(|conn| keys.iter().map(|key| read(conn, key)).collect())
+        self.read_now(|conn| {
+            // One read transaction for the batch: SQLite takes and releases its WAL read lock
+            // (an fcntl call each way) once, not once per key; and the items are one snapshot.
+            let tx = conn.transaction().map_err(StoreError::backend)?;
+            let items = keys.iter().map(|key| read(&tx, key)).collect::<Result<_, _>>()?;
+            tx.commit().map_err(StoreError::backend)?;
+            Ok(items)
+        })
     }
 
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {

@@ -8,9 +8,14 @@ use crate::support;
 
 use std::sync::{Arc, Mutex};
 
-use hangar::aws::{connect, CloudError, CloudSettings, Deletion, SharedCloud};
+use hangar::aws::{AwsBase, CloudError, CloudSettings, Deletion, SharedCloud};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+/// The real client, on an SDK base of its own (as a fresh process has).
+async fn connect(settings: &CloudSettings) -> SharedCloud {
+    hangar::aws::connect(settings, &AwsBase::default()).await
+}
 
 const ASSUME_ROLE_TRUST: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"AWS":"arn:aws:iam::123456789012:root"},"Action":"sts:AssumeRole"}]}"#;
 const READ_ONLY: &str =

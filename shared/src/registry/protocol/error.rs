@@ -23,6 +23,9 @@ pub enum ProtocolError {
     NotFound,
     #[error("{0}")]
     BadRequest(String),
+    /// A revoked version: no longer offered to new consumers (410, and why).
+    #[error("{0}")]
+    Revoked(String),
     #[error("method not allowed")]
     MethodNotAllowed,
     /// The upstream public registry failed, timed out, or answered something unusable.
@@ -41,6 +44,7 @@ impl ProtocolError {
             ProtocolError::Unauthorized => StatusCode::UNAUTHORIZED,
             ProtocolError::NotFound => StatusCode::NOT_FOUND,
             ProtocolError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProtocolError::Revoked(_) => StatusCode::GONE,
             ProtocolError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ProtocolError::BadGateway(_) => StatusCode::BAD_GATEWAY,
             ProtocolError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,

@@ -1,6 +1,8 @@
 //! `/api/registry/v1/modules`: the organization's private modules as the public registry
-//! shows modules (namespace = organization name), with only `ok` versions, in semantic-version
-//! order. Downloads answer with a pre-signed link to the stored archive in `X-Terraform-Get`.
+//! shows modules (namespace = organization name), with only offered versions (`ok`, not
+//! revoked), in semantic-version order, each with its `deprecation` as HCP Terraform serves it.
+//! Downloads answer with a pre-signed link to the stored archive in `X-Terraform-Get`; a revoked
+//! version's download is refused.
 
 use std::time::Duration;
 
@@ -19,9 +21,9 @@ use crate::auth::{Permission, Principal, Scoped};
 use crate::blobs::ObjectId;
 use crate::registry::metadata;
 use crate::registry::modules::{
-    self, ok_versions, parse_modules, statuses, Module, Read, VersionStatus, Wanted, DOWNLOADS,
+    self, offered_versions, parse_modules, statuses, Module, Read, VersionStatus, Wanted, DOWNLOADS,
 };
-use crate::registry::status::OK;
+use crate::registry::status::{Deprecation, OK};
 use crate::registry::versions::ModuleVersion;
 use crate::state::AppState;
 use crate::store::{keys, query_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
@@ -124,8 +126,28 @@ fn detail(shown: Detail<'_>) -> Value {
         detail.extend(members);
     }
     detail["providers"] = json!(super::detail::providers(metadata, module.provider.as_str()));
-    detail["versions"] = ok_versions(statuses).map(|v| v.version.clone()).collect();
+    detail["versions"] = offered_versions(statuses).map(|v| v.version.clone()).collect();
+    detail["deprecation"] = deprecation(stored.deprecation.as_ref());
     detail
+}
+
+/// A version's deprecation as HCP Terraform serves it in the protocol (and as Terraform's
+/// registry client once read it to warn): `{"reason", "link"}`, `null` when not deprecated.
+fn deprecation(deprecation: Option<&Deprecation>) -> Value {
+    deprecation.map_or(Value::Null, |d| json!({ "reason": d.reason, "link": d.link.as_deref().unwrap_or("") }))
+}
+
+/// Refuses a revoked version, saying why.
+fn refuse_revoked(org: &str, stored: &ModuleVersion) -> Result<()> {
+    let Some(revocation) = &stored.revocation else { return Ok(()) };
+    let mut why = format!("version {} of {org}/{}/{} is revoked", stored.version, stored.name, stored.provider);
+    if !revocation.message.is_empty() {
+        why = format!("{why}: {}", revocation.message);
+    }
+    if let Some(link) = &revocation.link {
+        why = format!("{why} ({link})");
+    }
+    Err(ProtocolError::Revoked(why))
 }
 
 /// `offset` / `limit` paging with the public registry's `meta`.
@@ -275,7 +297,9 @@ async fn list_versions(
     Path((ns, name, provider)): Path<(String, String, String)>,
 ) -> Result<Json<Value>> {
     let Read { org, module, statuses, .. } = module(&state, caller, (&ns, &name, &provider), true).await?;
-    let versions: Vec<Value> = ok_versions(&statuses).map(|v| json!({ "version": v.version })).collect();
+    let versions: Vec<Value> = offered_versions(&statuses)
+        .map(|v| json!({ "version": v.version, "deprecation": deprecation(v.deprecation.as_ref()) }))
+        .collect();
     if versions.is_empty() {
         return Err(ProtocolError::NotFound);
     }
@@ -298,8 +322,9 @@ async fn shown_version(state: &AppState, org: &Organization, module: &Module, ve
     let (name, provider) = (module.name.as_str(), module.provider.as_str());
     let found = metadata::with_version(state.store.as_ref(), &org.id, name, provider, version).await?;
     let (stored, metadata) = found.filter(|(stored, _)| stored.status == OK).ok_or(ProtocolError::NotFound)?;
+    refuse_revoked(&org.name, &stored)?;
     let statuses = statuses(state.store.as_ref(), module).await?;
-    let status = ok_versions(&statuses).find(|v| v.version == version).ok_or(ProtocolError::NotFound)?;
+    let status = offered_versions(&statuses).find(|v| v.version == version).ok_or(ProtocolError::NotFound)?;
     let downloads = downloads(state, &[module]).await?.pop().unwrap_or_default();
     let metadata = metadata.as_ref();
     Ok(Json(detail(Detail { org, module, version: status, stored: &stored, metadata, statuses: &statuses, downloads })))
@@ -340,6 +365,7 @@ async fn download(
     if stored.status != OK {
         return Err(ProtocolError::NotFound);
     }
+    refuse_revoked(&ns, &stored)?;
     let archive = stored.archive.as_deref().and_then(ObjectId::parse).ok_or(ProtocolError::NotFound)?;
     let url = state.blobs.download_url(&archive, DOWNLOAD_LINK_VALIDITY).await?;
     // go-getter strips `archive` before fetching and unpacks what it fetched as tar.gz.
@@ -352,7 +378,8 @@ async fn download(
 }
 
 /// Counts a download of a private module's version, in its own item (downloads never contend
-/// with changes to the module), if the version is `ok` and the caller may read the organization.
+/// with changes to the module), if the version is `ok` and not revoked and the caller may read
+/// the organization.
 /// A count that fails is logged, never the download's failure.
 async fn count_download(
     store: &dyn ItemStore,
@@ -371,7 +398,7 @@ async fn count_download(
             ops: vec![UpdateOp::Add(DOWNLOADS.into(), 1)],
             condition: Condition::Always,
         },
-        Write::Check { key: version_key, condition: Condition::equals("status", OK) },
+        Write::Check { key: version_key, condition: Condition::equals("status", OK).and(not_revoked()) },
     ];
     writes.extend(access::still_there(org_name, located));
     match store.transact(writes).await {
@@ -380,6 +407,12 @@ async fn count_download(
         Err(e) if e.is_condition_failed() => {}
         Err(e) => tracing::warn!(module = %name, provider = %provider, error = %e, "download not counted"),
     }
+}
+
+/// The version record is not revoked: its revocation is null, or it predates lifecycle changes
+/// (every one bumps `lifecycle_revision` and writes `revocation`, null or not).
+fn not_revoked() -> Condition {
+    Condition::Or(vec![Condition::equals("revocation", Value::Null), Condition::Below("lifecycle_revision".into(), 1)])
 }
 
 async fn download_latest(
