@@ -445,3 +445,55 @@ async fn the_modules_list_pages_with_the_apis_own_page_parameters() {
     assert_eq!(browser.get("/app/organizations/acme/modules?page%5Bnumber%5D=x").await.status, 400);
     app.stop().await;
 }
+
+#[tokio::test]
+async fn the_module_page_marks_deprecated_and_revoked_versions_with_their_reasons() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let files = [Entry::File("main.tf", b"variable \"a\" {}\n" as &[u8])];
+    publish(&app, &owners, "acme", "vpc", &files).await;
+    let provider = "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws";
+    for version in ["1.1.0", "1.2.0"] {
+        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": version}}});
+        let created = app.post(&format!("{provider}/versions"), &owners, body).await;
+        let url = created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
+        assert_eq!(app.upload(&url, targz(&files)).await, 200);
+        app.settled(&format!("{provider}/version?module_version={version}"), &owners).await;
+    }
+    let deprecation =
+        |reason: &str| json!({"deprecated-status": "Deprecated", "reason": reason, "link": "https://example.com/why"});
+    let body = json!({"data": {"type": "module-versions", "attributes": {"deprecation": deprecation("Use 1.1.")}}});
+    assert_eq!(app.patch(&format!("{provider}/1.0.0"), &owners, body).await.status, 200);
+    let revocation = json!({"status": "Revoked", "message": "It leaks.", "link": "https://example.com/leak"});
+    let both = json!({"data": {"type": "module-versions", "attributes": {
+        "deprecation": deprecation("Broken."), "revocation": revocation}}});
+    let revoked = app.patch(&format!("{provider}/1.2.0"), &owners, both).await;
+    assert_eq!(revoked.status, 200, "{:?}", revoked.body);
+
+    let mut browser = Browser::new(&app);
+    browser.sign_in(&owners).await;
+    let page = browser.get("/app/organizations/acme/modules/private/acme/vpc/aws").await;
+    assert_eq!(page.status, 200, "{}", page.html);
+    let versions = page.html.split("<section class=\"versions\">").nth(1).expect("the versions").to_owned();
+    let row = |version: &str| {
+        let start = versions.find(&format!(">{version}</a>")).unwrap_or_else(|| panic!("{version} listed"));
+        versions[start..].split("</tr>").next().expect("a row").to_owned()
+    };
+    let (v100, v110, v120) = (row("1.0.0"), row("1.1.0"), row("1.2.0"));
+    assert!(
+        v100.contains("status-deprecated") && v100.contains("Use 1.1.") && !v100.contains("status-revoked"),
+        "{v100}"
+    );
+    assert!(v100.contains("href=\"https://example.com/why\""), "{v100}");
+    assert!(!v110.contains("status-deprecated") && !v110.contains("status-revoked"), "{v110}");
+    assert!(v120.contains("status-revoked") && v120.contains("It leaks.") && v120.contains("Broken."), "{v120}");
+    assert!(v120.contains("href=\"https://example.com/leak\""), "{v120}");
+    // The latest offered version is 1.1.0: 1.2.0 is revoked.
+    assert!(page.html.contains("version = &quot;~&gt; 1.1&quot;"), "{}", page.html);
+    let shown = browser.get("/app/organizations/acme/modules/private/acme/vpc/aws?version=1.2.0").await;
+    assert!(
+        shown.html.contains("Version 1.2.0 is revoked") && !shown.html.contains("section class=\"usage\""),
+        "{}",
+        shown.html
+    );
+    app.stop().await;
+}

@@ -1,7 +1,7 @@
 // The web console in a real browser: Debian's Chromium driven by playwright-core (no browser
 // download), against the dev-server binary ($HANGAR_DEV_SERVER) on a free port with a fresh data
 // directory, seeded through the API. It signs in, finds a module by search, opens it, reads its
-// README and inputs, sees a deprecated version marked and an agent's status, signs out; it checks
+// README and inputs, sees deprecated and revoked versions marked and an agent's status, signs out; it checks
 // that a README's <script> and <img onerror> show as text and that nothing runs; and it writes
 // screenshots of the main pages to docs/console/ (README: "What it looks like").
 //
@@ -194,10 +194,16 @@ async function seed(base, admin) {
   const token = (await api(base, 'POST', `/api/v2/teams/${owners.id}/authentication-token`, admin)).data.attributes.token;
 
   const vpc = { 'main.tf': VPC_MAIN, 'README.md': VPC_README, 'modules/subnets/main.tf': 'variable "azs" {\n  type = list(string)\n}\n' };
-  for (const version of ['1.0.0', '1.1.0']) await publish(base, token, 'vpc', 'aws', version, vpc);
+  for (const version of ['1.0.0', '1.1.0', '1.2.0']) await publish(base, token, 'vpc', 'aws', version, vpc);
   await publish(base, token, 'dns', 'google', '0.3.0', { 'main.tf': 'variable "zone" {}\n', 'README.md': '# dns\n\nZones.\n' });
   await publish(base, token, 'hostile', 'aws', '1.0.0', { 'main.tf': 'variable "x" {}\n', 'README.md': HOSTILE_README });
-  const deprecated = await deprecate(base, token, 'vpc', 'aws', '1.0.0');
+  await lifecycle(base, token, '1.0.0', {
+    deprecation: { 'deprecated-status': 'Deprecated', reason: 'Use 1.1: it keeps the flow logs.', link: 'https://example.com/vpc-1.1' },
+  });
+  await lifecycle(base, token, '1.2.0', {
+    deprecation: { 'deprecated-status': 'Deprecated', reason: 'Broken routes.' },
+    revocation: { status: 'Revoked', message: 'It drops the default route.' },
+  });
 
   const pool = await api(base, 'POST', '/api/v2/organizations/acme/agent-pools', token, {
     data: { type: 'agent-pools', attributes: { name: 'builders' } },
@@ -210,17 +216,14 @@ async function seed(base, admin) {
   await api(base, 'POST', '/v1/aws/roles/deploy', null,
     { credential_type: 'assumed_role', role_arns: ['arn:aws:iam::123456789012:role/deploy'], default_sts_ttl: 900, max_sts_ttl: 3600 },
     { 'x-vault-token': BROKER_TOKEN, 'content-type': 'application/json' });
-  return { token, deprecated };
+  return { token };
 }
 
-/// Deprecates a version through the API (HCP Terraform's "Manage module versions" PATCH).
-async function deprecate(base, token, name, provider, version) {
-  const path = `/api/v2/organizations/acme/registry-modules/private/acme/${name}/${provider}/${version}`;
-  const body = { data: { type: 'module-versions', attributes: {
-    deprecation: { 'deprecated-status': 'Deprecated', reason: 'Use 1.1: it keeps the flow logs.', link: 'https://example.com/vpc-1.1' },
-  } } };
-  await api(base, 'PATCH', path, token, body);
-  return true;
+/// Deprecates or revokes a version of acme's vpc/aws through the API (HCP Terraform's "Manage
+/// module versions" PATCH).
+async function lifecycle(base, token, version, attributes) {
+  const path = `/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/${version}`;
+  await api(base, 'PATCH', path, token, { data: { type: 'module-versions', attributes } });
 }
 
 // ----- the browser -----
@@ -231,7 +234,7 @@ async function shot(page, name) {
 
 async function run() {
   const { url, admin } = await startServer();
-  const { token, deprecated } = await seed(url, admin);
+  const { token } = await seed(url, admin);
   mkdirSync(SHOTS, { recursive: true });
 
   // --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
@@ -283,9 +286,13 @@ async function run() {
   check(inputs.includes('cidr') && inputs.includes("The VPC's address range.") && inputs.includes('name'), 'the inputs are listed');
   check((await page.textContent('section.usage pre')).includes('version = "~> 1.1"'), 'the usage snippet names the latest minor version');
   const versions = await page.textContent('section.versions');
-  check(versions.includes('1.1.0') && versions.includes('1.0.0'), 'both versions are listed');
-  check(deprecated && await page.locator('section.versions .status-deprecated').count() === 1, 'the deprecated version is marked');
-  check(versions.includes('Use 1.1: it keeps the flow logs.'), "the deprecation's reason is shown");
+  check(['1.0.0', '1.1.0', '1.2.0'].every((v) => versions.includes(v)), 'every version is listed');
+  const row = (version) => page.locator('section.versions tr', { has: page.locator(`a:text-is("${version}")`) });
+  check(await row('1.0.0').locator('.status-deprecated').count() === 1, 'the deprecated version is marked');
+  check((await row('1.0.0').textContent()).includes('Use 1.1: it keeps the flow logs.'), "the deprecation's reason is shown");
+  check(await row('1.2.0').locator('.status-revoked').count() === 1, 'the revoked version is marked');
+  check((await row('1.2.0').textContent()).includes('It drops the default route.'), "the revocation's message is shown");
+  check(await row('1.1.0').locator('.status-deprecated, .status-revoked').count() === 0, 'the latest version is neither');
   await shot(page, 'module');
 
   await page.goto(`${url}/app/organizations/acme/modules/private/acme/hostile/aws`);

@@ -1,4 +1,4 @@
-//! A module's page: its versions with their status, upload errors and deprecation; the usage
+//! A module's page: its versions with their status, upload errors, deprecation and revocation; the usage
 //! snippet; the VCS source; and for the version shown (the latest unless one is asked for) the
 //! README and the parsed metadata: inputs, outputs, required providers, resources, submodules
 //! and examples. Read through the registry's `modules::get` and `versions::read`, the same calls
@@ -86,7 +86,7 @@ pub async fn show(
 /// `module "…" { source = "<host>/<namespace>/<name>/<provider>"  version = "~> x.y" }` for an
 /// `ok` version: a pessimistic constraint on its minor version, or the exact prerelease.
 fn usage(host: &str, namespace: &str, module: &Module, version: &ModuleVersion) -> Markup {
-    if version.status != OK {
+    if version.status != OK || version.revocation.is_some() {
         return html! {};
     }
     let constraint = match semver::Version::parse(&version.version) {
@@ -138,15 +138,48 @@ fn versions_table(here: &str, statuses: &[VersionStatus], chosen: Option<&str>) 
                         @for status in statuses.iter().rev() {
                             tr class=[(chosen == Some(status.version.as_str())).then_some("chosen")] {
                                 td { a href={ (here) "?" (version_query(&status.version)) } { (status.version) } }
-                                td { (badge(&status.status)) }
+                                td {
+                                    (badge(&status.status))
+                                    @if status.deprecation.is_some() { " " (badge("deprecated")) }
+                                    @if status.revocation.is_some() { " " (badge("revoked")) }
+                                }
                                 td { (status.published_at.as_deref().map(layout::time).unwrap_or_default()) }
-                                td { @if let Some(error) = &status.error { span.problem { (error) } } }
+                                td { (lifecycle_notes(status)) }
                             }
                         }
                     }
                 }
             }
         }
+    }
+}
+
+/// A version's upload error, deprecation and revocation, each with its reason and link.
+fn lifecycle_notes(status: &VersionStatus) -> Markup {
+    html! {
+        @if let Some(error) = &status.error { p.problem { (error) } }
+        @if let Some(deprecation) = &status.deprecation {
+            p.deprecation {
+                "Deprecated " (layout::time(&deprecation.deprecated_at))
+                @if !deprecation.reason.is_empty() { ": " (deprecation.reason) }
+                (more_link(deprecation.link.as_deref()))
+            }
+        }
+        @if let Some(revocation) = &status.revocation {
+            p.problem {
+                "Revoked " (layout::time(&revocation.revoked_at)) ", no longer offered to new consumers"
+                @if !revocation.message.is_empty() { ": " (revocation.message) }
+                (more_link(revocation.link.as_deref()))
+            }
+        }
+    }
+}
+
+/// A "Read more" link, for an http(s) URL only (the registry checks it; the page checks again).
+fn more_link(link: Option<&str>) -> Markup {
+    match link.filter(|link| link.starts_with("https://") || link.starts_with("http://")) {
+        Some(link) => html! { " " a href=(link) rel="noopener noreferrer nofollow" { "Read more" } },
+        None => html! {},
     }
 }
 
@@ -160,6 +193,11 @@ fn version_details(version: &ModuleVersion, metadata: Option<&ModuleMetadata>) -
             }
         }
         @if let Some(error) = &version.error { p.problem { "Upload failed: " (error) } }
+        @if version.deprecation.is_some() || version.revocation.is_some() {
+            p.problem { "Version " (version.version) " is "
+                @if version.revocation.is_some() { "revoked" } @else { "deprecated" }
+                ": see Versions above." }
+        }
         @match metadata {
             None => p.empty { "No parsed metadata for this version." },
             Some(metadata) => {
