@@ -131,12 +131,28 @@ impl Api {
         panic!("version {version} of module {n} never became ok");
     }
 
-    pub async fn create_agent_pools(&self, token: &str, count: usize) {
+    /// Creates agent pools `pool-000…`; returns their ids.
+    pub async fn create_agent_pools(&self, token: &str, count: usize) -> Vec<String> {
         let path = format!("/api/v2/organizations/{ORG}/agent-pools");
+        let mut ids = Vec::with_capacity(count);
         for n in 0..count {
             let body = json!({"data": {"type": "agent-pools", "attributes": {"name": format!("pool-{n:03}")}}});
-            self.expect(Method::POST, &path, token, Some(body), 201).await;
+            let created = self.expect(Method::POST, &path, token, Some(body), 201).await;
+            ids.push(created["data"]["id"].as_str().expect("a pool id").to_owned());
         }
+        ids
+    }
+
+    /// A team `name` of the organization with no extra permissions (members read its modules
+    /// and pools); returns the team's token.
+    pub async fn team_token(&self, admin: &str, name: &str) -> String {
+        let body = json!({"data": {"type": "teams", "attributes": {"name": name, "organization-access": {}}}});
+        let team =
+            self.expect(Method::POST, &format!("/api/v2/organizations/{ORG}/teams"), admin, Some(body), 201).await;
+        let id = team["data"]["id"].as_str().expect("a team id");
+        let path = format!("/api/v2/teams/{id}/authentication-token");
+        let token = self.expect(Method::POST, &path, admin, None, 201).await;
+        token["data"]["attributes"]["token"].as_str().expect("the token, shown once").to_owned()
     }
 
     /// Configures the AWS engine mounted by default at `aws/`: root credentials and endpoints

@@ -30,18 +30,13 @@ pub async fn run(binaries: &Path) -> String {
     let runtime_api = listener.local_addr().expect("an address").to_string();
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    // The host's trust store as it is (here a bundle plus a directory of every root, which the
-    // AWS SDK's HTTPS client reads at start), and reduced to the bundle file alone, as on
-    // Lambda's Amazon Linux images.
-    let bundle_only = tempfile::tempdir().expect("an empty certificate directory");
-    let trust_stores: [Option<&Path>; 2] = [None, Some(bundle_only.path())];
     let names: Vec<&str> = std::iter::once(BASELINE).chain(FUNCTIONS).collect();
     let mut samples = vec![[Samples::default(), Samples::default()]; names.len()];
     for _ in 0..ROUNDS {
         for (name, samples) in names.iter().zip(samples.iter_mut()) {
-            for (trust_store, samples) in trust_stores.iter().zip(samples.iter_mut()) {
+            for (trust_store, samples) in TrustStore::BOTH.into_iter().zip(samples.iter_mut()) {
                 let binary = binaries.join(name);
-                samples.push(init_time(&binary, name, *trust_store, &runtime_api, &mut first_polls).await);
+                samples.push(init_time(&binary, name, trust_store, &runtime_api, &mut first_polls).await);
             }
         }
     }
@@ -63,8 +58,8 @@ pub async fn run(binaries: &Path) -> String {
     format!(
         "### Cold init\n\nExec to first `GET /2018-06-01/runtime/invocation/next` against a local Runtime API \
          stand-in, {ROUNDS} rounds interleaved; the environment is the template's (DynamoDB store, KMS sealing) \
-         with static credentials and no bootstrap-token secrets. Right: with `SSL_CERT_DIR` emptied, leaving the \
-         trust store to the bundle file as on Lambda's images.\n\n{}",
+         with static credentials and no bootstrap-token secrets. Right: with `SSL_CERT_FILE` naming the host's \
+         bundle file, so that only it is read, as on Lambda's images.\n\n{}",
         table(
             &["binary", "median", "p90", "vs lambda_http hello", "median, bundle only", "vs hello, bundle only"],
             &rows
@@ -75,7 +70,7 @@ pub async fn run(binaries: &Path) -> String {
 async fn init_time(
     binary: &Path,
     name: &str,
-    cert_dir: Option<&Path>,
+    trust_store: TrustStore,
     runtime_api: &str,
     first_polls: &mut mpsc::UnboundedReceiver<Instant>,
 ) -> Duration {
@@ -84,9 +79,7 @@ async fn init_time(
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .envs(lambda_environment(name, runtime_api));
-    if let Some(dir) = cert_dir {
-        command.env("SSL_CERT_DIR", dir);
-    }
+    trust_store.apply(&mut command);
     let started = Instant::now();
     let mut child = command
         .stdin(Stdio::null())
@@ -101,8 +94,32 @@ async fn init_time(
     polled - started
 }
 
+/// Which roots a function's HTTPS clients load at start: the host's store as it is (on Debian
+/// a bundle file plus a directory of one file per root, every file of which is read), or the
+/// bundle file alone, as on Lambda's Amazon Linux images, which have no such directory.
+#[derive(Debug, Clone, Copy)]
+pub enum TrustStore {
+    Host,
+    BundleOnly,
+}
+
+impl TrustStore {
+    pub const BOTH: [TrustStore; 2] = [TrustStore::Host, TrustStore::BundleOnly];
+    /// Debian's bundle of every root.
+    const BUNDLE: &str = "/etc/ssl/certs/ca-certificates.crt";
+
+    /// rustls-native-certs reads only `SSL_CERT_FILE` and `SSL_CERT_DIR` when either is set:
+    /// naming the bundle alone leaves the directory out. (An empty `SSL_CERT_DIR` alone would
+    /// leave no roots at all, and the first HTTPS client built would panic.)
+    pub fn apply(self, command: &mut Command) {
+        if let TrustStore::BundleOnly = self {
+            command.env("SSL_CERT_FILE", Self::BUNDLE);
+        }
+    }
+}
+
 /// What Lambda sets, and what template.yaml sets for every function.
-fn lambda_environment(name: &str, runtime_api: &str) -> Vec<(&'static str, String)> {
+pub fn lambda_environment(name: &str, runtime_api: &str) -> Vec<(&'static str, String)> {
     vec![
         ("AWS_LAMBDA_RUNTIME_API", runtime_api.to_owned()),
         ("AWS_LAMBDA_FUNCTION_NAME", name.to_owned()),

@@ -49,29 +49,48 @@ async fn worker(
     start: Instant,
     end: Instant,
 ) -> Vec<Duration> {
-    let stream = tokio::net::TcpStream::connect(address).await.expect("a connection");
-    stream.set_nodelay(true).expect("TCP_NODELAY");
-    let (mut sender, connection) =
-        hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("a handshake");
-    tokio::spawn(connection);
+    let mut connection = Connection::open(address).await;
     let mut latencies = Vec::new();
     loop {
         let began = Instant::now();
         if began >= end {
             return latencies;
         }
-        let mut request = Request::get(path.as_str()).header("Host", address.to_string());
-        for (name, value) in &headers {
-            request = request.header(*name, value);
-        }
-        let request = request.body(Empty::<Bytes>::new()).expect("a request");
-        sender.ready().await.expect("the connection stays open");
-        let response = sender.send_request(request).await.expect("an answer");
-        let status = response.status();
-        response.into_body().collect().await.expect("a body");
-        assert!(status.is_success(), "GET {path}: {status}");
+        connection.get(&path, &headers).await;
         if began >= start {
             latencies.push(began.elapsed());
         }
+    }
+}
+
+/// One keep-alive HTTP/1.1 connection, one request at a time.
+pub struct Connection {
+    address: SocketAddr,
+    sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+}
+
+impl Connection {
+    pub async fn open(address: SocketAddr) -> Connection {
+        let stream = tokio::net::TcpStream::connect(address).await.expect("a connection");
+        stream.set_nodelay(true).expect("TCP_NODELAY");
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.expect("a handshake");
+        tokio::spawn(connection);
+        Connection { address, sender }
+    }
+
+    /// GETs `path`, checks it succeeded, and returns the body (read whole).
+    pub async fn get(&mut self, path: &str, headers: &[(&'static str, String)]) -> Bytes {
+        let mut request = Request::get(path).header("Host", self.address.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, value);
+        }
+        let request = request.body(Empty::<Bytes>::new()).expect("a request");
+        self.sender.ready().await.expect("the connection stays open");
+        let response = self.sender.send_request(request).await.expect("an answer");
+        let status = response.status();
+        let body = response.into_body().collect().await.expect("a body").to_bytes();
+        assert!(status.is_success(), "GET {path}: {status} {}", String::from_utf8_lossy(&body));
+        body
     }
 }

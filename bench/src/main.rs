@@ -3,20 +3,26 @@
 
 mod agent_cost;
 mod api;
+mod aws_delay;
 mod cold;
+mod cold_response;
 mod counting;
 mod endpoints;
 mod fake_cloud;
 mod ingest;
 mod load;
 mod local;
+mod nginx;
+mod prod_path;
 mod rotation;
+mod server;
 mod sizes;
 mod stats;
 mod store_cost;
 mod warm;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
@@ -41,6 +47,9 @@ enum Figure {
         target: String,
         #[arg(long)]
         moto: String,
+        /// Added to every AWS call of the production-path figures (a same-region round trip).
+        #[arg(long, default_value_t = prod_path::DEFAULT_DELAY_MS)]
+        aws_delay_ms: u64,
     },
     /// Zipped and raw release binary sizes.
     Sizes {
@@ -61,6 +70,23 @@ enum Figure {
         #[arg(long)]
         moto: String,
     },
+    /// Warm GET module throughput against nginx serving the same bytes (wrk); also part of
+    /// `warm`.
+    Nginx {
+        #[arg(long)]
+        bin_dir: PathBuf,
+    },
+    /// Reads on DynamoDB (moto behind a delaying, counting proxy): AWS calls and latency per
+    /// request against one raw GetItem; and registry-api's cold first response.
+    ProdPath {
+        #[arg(long)]
+        bin_dir: PathBuf,
+        #[arg(long)]
+        moto: String,
+        /// Added to every AWS call (a same-region round trip).
+        #[arg(long, default_value_t = prod_path::DEFAULT_DELAY_MS)]
+        aws_delay_ms: u64,
+    },
     /// Store items per request, at 100 and 10,000 modules.
     StoreCost,
     /// Store calls of agent operations, at HANGAR_MAX_AGENTS 1 and 1,000,000.
@@ -79,10 +105,11 @@ enum Figure {
 async fn main() {
     // No log subscriber: the harness's output is the figures, which a request log would drown.
     let figures = match Cli::parse().figure {
-        Figure::All { lambda_dir, bin_dir, target, moto } => vec![
+        Figure::All { lambda_dir, bin_dir, target, moto, aws_delay_ms } => vec![
             sizes::run(&lambda_dir, &target),
             cold::run(&bin_dir).await,
             warm::run(&bin_dir, &moto).await,
+            prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await,
             store_cost::run().await,
             agent_cost::run().await,
             ingest::run().await,
@@ -91,6 +118,10 @@ async fn main() {
         Figure::Sizes { lambda_dir, target } => vec![sizes::run(&lambda_dir, &target)],
         Figure::Cold { bin_dir } => vec![cold::run(&bin_dir).await],
         Figure::Warm { bin_dir, moto } => vec![warm::run(&bin_dir, &moto).await],
+        Figure::Nginx { bin_dir } => vec![nginx::alone(&bin_dir).await],
+        Figure::ProdPath { bin_dir, moto, aws_delay_ms } => {
+            vec![prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await]
+        }
         Figure::StoreCost => vec![store_cost::run().await],
         Figure::AgentCost => vec![agent_cost::run().await],
         Figure::Ingest => vec![ingest::run().await],

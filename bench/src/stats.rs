@@ -31,6 +31,15 @@ impl Samples {
     }
 }
 
+impl IntoIterator for Samples {
+    type Item = Duration;
+    type IntoIter = std::vec::IntoIter<Duration>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
+}
+
 impl Extend<Duration> for Samples {
     fn extend<I: IntoIterator<Item = Duration>>(&mut self, iter: I) {
         self.0.extend(iter);
