@@ -13,7 +13,7 @@ use crate::state::AppState;
 pub type Error = lambda_http::Error;
 
 /// The functions, one per resource family (DESIGN.md), by their package and binary names.
-pub const FUNCTIONS: [&str; 9] = [
+pub const FUNCTIONS: [&str; 10] = [
     "accounts",
     "registry-api",
     "registry-protocol",
@@ -23,6 +23,7 @@ pub const FUNCTIONS: [&str; 9] = [
     "credential-broker",
     "key-rotation",
     "registry-sync",
+    "web",
 ];
 
 /// Builds the state from the environment, once per cold start, with `B` as the blob adapter.

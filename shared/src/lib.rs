@@ -1,5 +1,5 @@
-//! Hangar's domain crate: the three API families, their storage ports and adapters, and the
-//! HTTP routers that both the Lambda functions and dev-server serve.
+//! Hangar's domain crate: the three API families, their storage ports and adapters, the web
+//! console, and the HTTP routers that both the Lambda functions and dev-server serve.
 
 pub mod accounts;
 pub mod agents;
@@ -22,3 +22,4 @@ pub mod seal;
 pub mod state;
 pub mod store;
 pub mod vcs;
+pub mod web;

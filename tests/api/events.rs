@@ -28,6 +28,7 @@ fn router(function: &str, state: &AppState) -> Option<axum::Router> {
         "agent-pools" => routers::agent_pools,
         "agent-gateway" => routers::agent_gateway,
         "credential-broker" => routers::credential_broker,
+        "web" => routers::web,
         _ => return None,
     };
     Some(router(state.clone()))
@@ -89,7 +90,9 @@ fn shape_problems(event: &Value) -> Vec<String> {
     let headers = event.get("headers").and_then(Value::as_object);
     let credentials = headers.is_some_and(|h| h.contains_key("authorization") || h.contains_key("x-vault-token"));
     let discovery = event.pointer("/rawPath") == Some(&Value::from("/.well-known/terraform.json"));
-    if !credentials && !discovery {
+    // The console's pages for someone signed out (its session is a cookie, not a header).
+    let console = event.pointer("/rawPath").and_then(Value::as_str).is_some_and(|path| path.starts_with("/app"));
+    if !credentials && !discovery && !console {
         problems.push("no authorization (or x-vault-token) header".into());
     }
     if let Some(body) = event.get("body").and_then(Value::as_str) {

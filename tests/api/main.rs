@@ -24,3 +24,4 @@ mod round_trips;
 mod template;
 mod uploads;
 mod vcs_publishing;
+mod web_console;

@@ -80,7 +80,7 @@ fn writes_iam_or_calls_sts(actions: &str) -> bool {
     actions.contains("sts:") || IAM_WRITES.iter().any(|verb| actions.contains(&format!("iam:{verb}")))
 }
 
-const FUNCTION_RESOURCES: [(&str, &str); 9] = [
+const FUNCTION_RESOURCES: [(&str, &str); 10] = [
     ("accounts", "AccountsFunction"),
     ("registry-api", "RegistryApiFunction"),
     ("registry-protocol", "RegistryProtocolFunction"),
@@ -90,6 +90,7 @@ const FUNCTION_RESOURCES: [(&str, &str); 9] = [
     ("credential-broker", "CredentialBrokerFunction"),
     ("key-rotation", "KeyRotationFunction"),
     ("registry-sync", "RegistrySyncFunction"),
+    ("web", "WebFunction"),
 ];
 
 #[test]
@@ -229,12 +230,34 @@ fn only_the_brokers_functions_reach_its_items_and_they_write_nothing_else() {
             assert!(keys.lines().next().unwrap().contains(&pattern), "{pattern} missing: {policy}");
         }
     }
-    for (function, name) in FUNCTION_RESOURCES {
+    // The console reads the broker's items for a broker token's pages, and writes only its own
+    // sessions (`the_console_reads_and_writes_only_its_sessions`).
+    for (function, name) in FUNCTION_RESOURCES.iter().filter(|(function, _)| *function != "web") {
         let text = resource(name);
-        let broker = matches!(function, "credential-broker" | "key-rotation");
+        let broker = matches!(*function, "credential-broker" | "key-rotation");
         let policy = if broker { "BrokerWritesOwnItemsPolicy" } else { "BrokerItemsOffLimitsPolicy" };
         assert!(text.contains(&format!("- !Ref {policy}\n")), "{name} lacks {policy}");
     }
+}
+
+#[test]
+fn the_console_reads_and_writes_only_its_sessions() {
+    let web = resource("WebFunction");
+    assert!(!web.contains("TableItemsPolicy") && !web.contains("kms:") && !web.contains("s3:"), "{web}");
+    assert!(!web.contains("SecretArn"), "the console installs no token: {web}");
+    let session = hangar::store::keys::web_session("h").pk;
+    let pattern = format!("\"{}*\"", &session[..=session.find('#').unwrap()]);
+    for statement in statements(web) {
+        let actions = actions_of(statement);
+        let writes = ["PutItem", "UpdateItem", "DeleteItem", "ConditionCheckItem", "BatchWriteItem", "Transact"];
+        if writes.iter().any(|write| actions.contains(write)) {
+            assert!(!actions.contains("UpdateItem") && !actions.contains("Transact"), "{statement}");
+            let condition = statement.split("\"ForAllValues:StringLike\":").nth(1).expect("writes are conditioned");
+            let keys = condition.lines().next().unwrap();
+            assert!(keys.contains("dynamodb:LeadingKeys") && keys.contains(&format!("[{pattern}]")), "{statement}");
+        }
+    }
+    assert!(web.contains("Path: /app }") && web.contains("Path: \"/app/{proxy+}\" }"), "{web}");
 }
 
 #[test]

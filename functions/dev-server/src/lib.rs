@@ -141,7 +141,8 @@ pub async fn start(options: Options, mut config: Config) -> Result<Running, Erro
     }
     let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
     let uploads = queue.map(|queue| tokio::spawn(queue.run(state.clone())));
-    let router = routers::all(state);
+    // `/` opens the web console, as Vault's `-dev` server opens on its UI.
+    let router = routers::all(state).route("/", axum::routing::get(|| async { axum::response::Redirect::to("/app") }));
 
     // A client gets `header_timeout` to send its request line and headers and `body_timeout` to
     // send its body; a half-sent request is not held open (API Gateway bounds both in AWS).

@@ -15,7 +15,7 @@ pub use body::{Incoming, JsonApiBody, Relationship};
 pub use document::{Document, Resource};
 pub use error::ApiError;
 pub use field::Field;
-pub use pagination::{whole_number, Listing, PageRequest, Paginated};
+pub use pagination::{whole_number, Listing, PageRequest, Paginated, MAX_PAGE_SIZE};
 pub use query::QueryParams;
 
 /// The media type of every JSON:API request and response.

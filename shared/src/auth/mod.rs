@@ -56,6 +56,12 @@ pub async fn resolve(store: &dyn ItemStore, secret: &str) -> Result<Option<Princ
     principal_of(store.get(&keys::token(&hash)).await?, &hash)
 }
 
+/// Resolves a token by the hash of its secret (what a web console session keeps instead of the
+/// secret): `None` once the token is gone, so revoking a token ends the sessions it opened.
+pub async fn resolve_hash(store: &dyn ItemStore, hash: &str) -> Result<Option<Principal>, StoreError> {
+    principal_of(store.get(&keys::token(hash)).await?, hash)
+}
+
 /// The principal of a token's item, if its stored hash is `hash` (compared in constant time).
 fn principal_of(item: Option<Item>, hash: &str) -> Result<Option<Principal>, StoreError> {
     let Some(item) = item else { return Ok(None) };

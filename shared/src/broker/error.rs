@@ -46,7 +46,8 @@ impl BrokerError {
         BrokerError::Invalid(message.into())
     }
 
-    fn status(&self) -> StatusCode {
+    /// The HTTP status the error answers with.
+    pub fn status(&self) -> StatusCode {
         match self {
             BrokerError::Invalid(_) => StatusCode::BAD_REQUEST,
             BrokerError::PermissionDenied => StatusCode::FORBIDDEN,

@@ -137,8 +137,12 @@ fn new_secret() -> String {
 
 /// The stored token a secret names, revoked or not, if it has not expired.
 async fn find(store: &dyn ItemStore, secret: &str) -> Result<Option<ServiceToken>> {
-    let hash = hash_secret(secret);
-    let Some(item) = store.get(&keys::service_token(&hash)).await? else { return Ok(None) };
+    find_hash(store, &hash_secret(secret)).await
+}
+
+/// The stored token whose secret hashes to `hash`, revoked or not, if it has not expired.
+async fn find_hash(store: &dyn ItemStore, hash: &str) -> Result<Option<ServiceToken>> {
+    let Some(item) = store.get(&keys::service_token(hash)).await? else { return Ok(None) };
     let token: ServiceToken = item.parse()?;
     let same: bool = token.hash.as_bytes().ct_eq(hash.as_bytes()).into();
     Ok(same.then_some(token))
@@ -147,7 +151,13 @@ async fn find(store: &dyn ItemStore, secret: &str) -> Result<Option<ServiceToken
 /// The token a secret names, if it exists, has not expired, is not being revoked, and neither
 /// is its parent.
 pub async fn resolve(store: &dyn ItemStore, secret: &str) -> Result<Option<ServiceToken>> {
-    let Some(token) = find(store, secret).await?.filter(|t| t.revoked_at.is_none()) else { return Ok(None) };
+    resolve_hash(store, &hash_secret(secret)).await
+}
+
+/// [`resolve`] by the hash of the secret: what a web console session keeps, so a token revoked
+/// or expired since ends the session at its next request.
+pub async fn resolve_hash(store: &dyn ItemStore, hash: &str) -> Result<Option<ServiceToken>> {
+    let Some(token) = find_hash(store, hash).await?.filter(|t| t.revoked_at.is_none()) else { return Ok(None) };
     if let (Some(parent), Some(parent_hash)) = (&token.parent, &token.parent_hash) {
         if !parent_stands(store, parent, parent_hash).await? {
             return Ok(None);

@@ -24,6 +24,7 @@
 //! | a write-ahead record of an IAM user being created | `BMOUNT#<mount-uuid>` | `USERWAL#<user>` | `BUSERWAL` / `<written at>#<mount>/<user>` |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
+//! | web console session (TTL) | `WEBSESSION#<sha256-hex of the session id>` | `WEBSESSION` | |
 //! | bootstrap record of the site-admin token | `SITE` | `ADMIN_TOKEN` | |
 //! | the registry's reseal pass finished | `SITE` | `REGISTRY_RESEALED` | |
 //!
@@ -102,6 +103,11 @@ pub fn holds(key: &Key, kind: Kind) -> bool {
 
 pub fn token(hash_hex: &str) -> Key {
     Key::new(format!("TOKEN#{hash_hex}"), "TOKEN")
+}
+
+/// A web console session, by the SHA-256 of the id its cookie holds.
+pub fn web_session(hash_hex: &str) -> Key {
+    Key::new(format!("WEBSESSION#{hash_hex}"), "WEBSESSION")
 }
 
 /// Present once dev-server has generated and printed a site-admin token (before the bootstrap

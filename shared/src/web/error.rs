@@ -1,0 +1,125 @@
+//! The console's one error type, rendered as a page in one place. What the token may not see is
+//! the same 404 page as what does not exist (the families' rule); a server fault is a generic
+//! page, its cause in the log, never in the page.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Redirect, Response};
+
+use super::layout;
+use crate::accounts::AccountsError;
+use crate::agents::AgentsError;
+use crate::api::ApiError;
+use crate::broker::BrokerError;
+use crate::registry::RegistryError;
+use crate::store::StoreError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// Missing, or not visible to the token.
+    #[error("not found")]
+    NotFound,
+    /// No session, an expired one, or one whose token was revoked: to the sign-in page.
+    #[error("sign-in required")]
+    SignInRequired,
+    /// A POST that did not come from the console's own pages (Origin check, form token).
+    #[error("the form did not come from this site")]
+    CrossSite,
+    /// A request the console refuses, with a message for the user.
+    #[error("{1}")]
+    Refused(StatusCode, String),
+    /// The server's fault; the cause was logged where it was met.
+    #[error("internal error")]
+    Internal,
+}
+
+impl WebError {
+    pub fn bad_request(detail: impl Into<String>) -> Self {
+        WebError::Refused(StatusCode::BAD_REQUEST, detail.into())
+    }
+
+    fn status(&self) -> StatusCode {
+        match self {
+            WebError::NotFound => StatusCode::NOT_FOUND,
+            WebError::SignInRequired => StatusCode::SEE_OTHER,
+            WebError::CrossSite => StatusCode::FORBIDDEN,
+            WebError::Refused(status, _) => *status,
+            WebError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The page's heading and text.
+    fn words(&self) -> (&'static str, String) {
+        match self {
+            WebError::NotFound => {
+                ("Not found", "There is nothing here, or your token is not allowed to see it.".into())
+            }
+            WebError::SignInRequired => ("Sign in", "Sign in to continue.".into()),
+            WebError::CrossSite => {
+                ("Refused", "The form was not sent from this site's own pages. Reload the page and retry.".into())
+            }
+            WebError::Refused(_, detail) => ("Refused", detail.clone()),
+            WebError::Internal => ("Something went wrong", "The server could not complete the request.".into()),
+        }
+    }
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        if let WebError::SignInRequired = self {
+            return Redirect::to("/app/sign-in").into_response();
+        }
+        let (title, text) = self.words();
+        (self.status(), layout::message_page(title, &text)).into_response()
+    }
+}
+
+/// The families' errors reach the console through their one mapping to HTTP (`ApiError`): what
+/// it answers 401, 403 or 404 is the console's 404; its 5xx are generic and already logged.
+impl From<ApiError> for WebError {
+    fn from(e: ApiError) -> Self {
+        match e.status {
+            StatusCode::NOT_FOUND | StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => WebError::NotFound,
+            status if status.is_server_error() => WebError::Internal,
+            status => WebError::Refused(status, e.detail),
+        }
+    }
+}
+
+impl From<RegistryError> for WebError {
+    fn from(e: RegistryError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl From<AgentsError> for WebError {
+    fn from(e: AgentsError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl From<AccountsError> for WebError {
+    fn from(e: AccountsError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl From<StoreError> for WebError {
+    fn from(e: StoreError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+/// The broker's errors by the status it answers them with: a path the token's policies refuse
+/// (403) is the console's 404, as in the other families.
+impl From<BrokerError> for WebError {
+    fn from(e: BrokerError) -> Self {
+        match e.status() {
+            StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => WebError::NotFound,
+            status if status.is_server_error() => {
+                tracing::error!(error = %e, "broker error in the console");
+                WebError::Internal
+            }
+            status => WebError::Refused(status, e.to_string()),
+        }
+    }
+}

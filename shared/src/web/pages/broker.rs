@@ -1,0 +1,212 @@
+//! The credential broker's pages, for a broker token: its mounts, and a mount's roles (credential
+//! types, TTLs) and static roles (user, period, last and next rotation). Each read is checked
+//! against the token's policies on the path and capability the Vault API checks for it
+//! (`policies::allowed`, as `engine::dispatch` does); a refused path is a 404 page. Secrets are
+//! never read: no credential path is called and a static role's keys are never shown.
+
+use std::time::Duration;
+
+use axum::extract::{RawQuery, State};
+use maud::{html, Markup};
+
+use super::{filter, params};
+use crate::broker::mounts::{self, Mount};
+use crate::broker::roles::{self, Role};
+use crate::broker::tokens::ServiceToken;
+use crate::broker::{policies, statics, BrokerError};
+use crate::state::AppState;
+use crate::store::ItemStore;
+use crate::web::error::WebError;
+use crate::web::layout::{self, Page};
+use crate::web::session::Viewer;
+
+/// The most roles (and static roles) a mount's page reads and shows.
+const MAX_ROLES_SHOWN: usize = 100;
+
+pub async fn mounts(State(state): State<AppState>, viewer: Viewer) -> Result<Page, WebError> {
+    let token = viewer.broker_token()?;
+    let store = state.store.as_ref();
+    policies::require(store, token, "sys/mounts", "read").await?;
+    let mounts = mounts::all(store).await?;
+    let body = html! {
+        h1 { "Credential broker" }
+        p.summary { "Signed in as " code { (token.display_name) } " with policies " (token.policies.join(", ")) }
+        @if mounts.is_empty() { p.empty { "No secrets engine is mounted." } } @else {
+            table.list {
+                thead { tr { th { "Mount" } th { "Type" } th { "Description" } } }
+                tbody {
+                    @for mount in &mounts {
+                        tr {
+                            td { a href={ "/app/broker/mount?" (mount_query(&mount.path)) } { code { (mount.path) "/" } } }
+                            td { (mount.kind) }
+                            td { (mount.description) }
+                        }
+                    }
+                }
+            }
+        }
+    };
+    Ok(layout::page(viewer.chrome(), "Credential broker", &[], body))
+}
+
+pub async fn mount(State(state): State<AppState>, viewer: Viewer, query: RawQuery) -> Result<Page, WebError> {
+    let token = viewer.broker_token()?;
+    let store = state.store.as_ref();
+    let params = params(query)?;
+    let path = filter(&params, "path")?.ok_or(WebError::NotFound)?;
+    let path = mounts::normalize(path).map_err(|_| WebError::NotFound)?;
+    let mount = mounts::all(store).await?.into_iter().find(|m| m.path == path).ok_or(WebError::NotFound)?;
+    let roles = listed(store, token, &format!("{path}/roles/"), roles::list(store, &mount)).await?;
+    let statics = listed(store, token, &format!("{path}/static-roles/"), statics::list(store, &mount)).await?;
+    if roles.is_none() && statics.is_none() {
+        return Err(WebError::NotFound);
+    }
+    let roles = match &roles {
+        Some(names) => Some(roles_table(store, token, &mount, names).await?),
+        None => None,
+    };
+    let statics = match &statics {
+        Some(names) => Some(statics_table(store, token, &mount, names).await?),
+        None => None,
+    };
+    let body = html! {
+        h1 { "Mount " code { (path) "/" } }
+        p.summary { (mount.kind) @if !mount.description.is_empty() { " · " (mount.description) } }
+        section.roles {
+            h2 { "Roles" }
+            @match roles {
+                None => p.empty { "This token may not list the roles." },
+                Some(table) => (table),
+            }
+        }
+        section.static-roles {
+            h2 { "Static roles" }
+            @match statics {
+                None => p.empty { "This token may not list the static roles." },
+                Some(table) => (table),
+            }
+        }
+    };
+    let crumbs = [("Credential broker", "/app/broker".to_owned())];
+    Ok(layout::page(viewer.chrome(), &format!("Mount {path}/"), &crumbs, body))
+}
+
+/// The names a LIST on `checked` gives, if the token may list there (Vault checks a LIST on the
+/// path with its trailing slash).
+async fn listed(
+    store: &dyn ItemStore,
+    token: &ServiceToken,
+    checked: &str,
+    names: impl std::future::Future<Output = Result<Vec<String>, BrokerError>>,
+) -> Result<Option<Vec<String>>, WebError> {
+    if !policies::allowed(store, token, checked, "list").await? {
+        return Ok(None);
+    }
+    Ok(Some(names.await?))
+}
+
+/// Whether the token may read the object at `path` (what showing its fields needs).
+async fn readable(store: &dyn ItemStore, token: &ServiceToken, path: &str) -> Result<bool, WebError> {
+    Ok(policies::allowed(store, token, path, "read").await?)
+}
+
+async fn roles_table(
+    store: &dyn ItemStore,
+    token: &ServiceToken,
+    mount: &Mount,
+    names: &[String],
+) -> Result<Markup, WebError> {
+    let mut rows = Vec::new();
+    for name in names.iter().take(MAX_ROLES_SHOWN) {
+        let role = match readable(store, token, &format!("{}/roles/{name}", mount.path)).await? {
+            true => roles::load(store, mount, name).await?,
+            false => None,
+        };
+        rows.push((name, role));
+    }
+    Ok(html! {
+        @if names.is_empty() { p.empty { "No role." } } @else {
+            table.list {
+                thead { tr { th { "Role" } th { "Credential type" } th { "Default STS TTL" } th { "Max STS TTL" } } }
+                tbody {
+                    @for (name, role) in &rows {
+                        tr {
+                            td { code { (name) } }
+                            @match role {
+                                Some(Ok(role)) => {
+                                    td { (credential_types(role)) }
+                                    td { (ttl(role.default_sts_ttl)) }
+                                    td { (ttl(role.max_sts_ttl)) }
+                                }
+                                Some(Err(_)) => td colspan="3" { span.problem { "stored fields no longer validate" } },
+                                None => td colspan="3" { span.note { "not readable with this token" } },
+                            }
+                        }
+                    }
+                }
+            }
+            (more(names.len()))
+        }
+    })
+}
+
+async fn statics_table(
+    store: &dyn ItemStore,
+    token: &ServiceToken,
+    mount: &Mount,
+    names: &[String],
+) -> Result<Markup, WebError> {
+    let mut rows = Vec::new();
+    for name in names.iter().take(MAX_ROLES_SHOWN) {
+        let role = match readable(store, token, &format!("{}/static-roles/{name}", mount.path)).await? {
+            true => statics::load(store, mount, name).await?,
+            false => None,
+        };
+        rows.push((name, role));
+    }
+    Ok(html! {
+        @if names.is_empty() { p.empty { "No static role." } } @else {
+            table.list {
+                thead { tr { th { "Static role" } th { "IAM user" } th { "Rotation period" } th { "Last rotation" } th { "Next rotation" } } }
+                tbody {
+                    @for (name, role) in &rows {
+                        tr {
+                            td { code { (name) } }
+                            @match role {
+                                Some(role) => {
+                                    td { code { (role.username) } }
+                                    td { (ttl(Some(role.rotation_period))) }
+                                    // Each rotation schedules the next one period later.
+                                    td { (layout::unix_time(role.next_rotation.saturating_sub(i64::try_from(role.rotation_period).unwrap_or(i64::MAX)))) }
+                                    td { (layout::unix_time(role.next_rotation)) }
+                                }
+                                None => td colspan="4" { span.note { "not readable with this token" } },
+                            }
+                        }
+                    }
+                }
+            }
+            (more(names.len()))
+        }
+    })
+}
+
+fn more(total: usize) -> Markup {
+    html! { @if total > MAX_ROLES_SHOWN { p.note { "Showing the first " (MAX_ROLES_SHOWN) " of " (total) "." } } }
+}
+
+fn credential_types(role: &Role) -> String {
+    role.credential_types.iter().map(|kind| kind.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+fn ttl(seconds: Option<u64>) -> String {
+    match seconds {
+        None | Some(0) => "—".into(),
+        Some(seconds) => humantime::format_duration(Duration::from_secs(seconds)).to_string(),
+    }
+}
+
+/// `path=…`, encoded.
+fn mount_query(path: &str) -> String {
+    serde_urlencoded::to_string([("path", path)]).unwrap_or_default()
+}
