@@ -407,3 +407,31 @@ fn only_the_brokers_functions_sign_identity_tokens_with_an_enterprise_p256_key()
         }
     }
 }
+
+/// The DynamoDB actions a function's policies allow (its own statements and the shared item
+/// policy it references); deny statements are left out.
+fn dynamodb_allowed(name: &str) -> String {
+    let function = resource(name);
+    let mut allowed: Vec<&str> = statements(function).into_iter().filter(|s| s.starts_with("Allow")).collect();
+    if function.contains("- !Ref TableItemsPolicy\n") {
+        allowed.extend(statements(resource("TableItemsPolicy")).into_iter().filter(|s| s.starts_with("Allow")));
+    }
+    allowed.iter().map(|statement| actions_of(statement)).collect()
+}
+
+#[test]
+fn every_function_may_make_the_calls_its_store_reads_and_transactions_use() {
+    // The DynamoDB adapter reads with GetItem, BatchGetItem (any read of two keys or more: the
+    // token and the organization's name, a module and its organization) and Query; a
+    // TransactWriteItems needs the action of each of its parts, and transactions carry checks.
+    for (function, name) in FUNCTION_RESOURCES {
+        let allowed = dynamodb_allowed(name);
+        for action in ["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query"] {
+            assert!(allowed.contains(action), "{function} may not {action}: {allowed}");
+        }
+        let writes = ["dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
+        if writes.iter().any(|write| allowed.contains(write)) && function != "web" {
+            assert!(allowed.contains("dynamodb:ConditionCheckItem"), "{function} writes without checks: {allowed}");
+        }
+    }
+}
