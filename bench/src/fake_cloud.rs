@@ -46,7 +46,8 @@ impl FakeCloud {
         self.calls.fetch_add(1, Ordering::Relaxed);
         IamUser {
             name: name.into(),
-            id: format!("AIDA{}", random_token(16)),
+            // Stable per name, as IAM's is for a user that is not deleted: rotation compares it.
+            id: format!("AIDA{}", hangar::auth::hash_secret(name)[..16].to_uppercase()),
             arn: format!("arn:aws:iam::123456789012:user/{name}"),
         }
     }

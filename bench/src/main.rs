@@ -104,32 +104,37 @@ enum Figure {
 #[tokio::main]
 async fn main() {
     // No log subscriber: the harness's output is the figures, which a request log would drown.
-    let figures = match Cli::parse().figure {
-        Figure::All { lambda_dir, bin_dir, target, moto, aws_delay_ms } => vec![
-            sizes::run(&lambda_dir, &target),
-            cold::run(&bin_dir).await,
-            warm::run(&bin_dir, &moto).await,
-            prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await,
-            store_cost::run().await,
-            agent_cost::run().await,
-            ingest::run().await,
-            rotation::run().await,
-        ],
-        Figure::Sizes { lambda_dir, target } => vec![sizes::run(&lambda_dir, &target)],
-        Figure::Cold { bin_dir } => vec![cold::run(&bin_dir).await],
-        Figure::Warm { bin_dir, moto } => vec![warm::run(&bin_dir, &moto).await],
-        Figure::Nginx { bin_dir } => vec![nginx::alone(&bin_dir).await],
-        Figure::ProdPath { bin_dir, moto, aws_delay_ms } => {
-            vec![prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await]
+    let figure = match Cli::parse().figure {
+        // Each figure is printed as soon as it is measured, so a later one that fails loses
+        // none of those before it.
+        Figure::All { lambda_dir, bin_dir, target, moto, aws_delay_ms } => {
+            show(sizes::run(&lambda_dir, &target));
+            show(cold::run(&bin_dir).await);
+            show(warm::run(&bin_dir, &moto).await);
+            show(prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await);
+            show(store_cost::run().await);
+            show(agent_cost::run().await);
+            show(ingest::run().await);
+            show(rotation::run().await);
+            return;
         }
-        Figure::StoreCost => vec![store_cost::run().await],
-        Figure::AgentCost => vec![agent_cost::run().await],
-        Figure::Ingest => vec![ingest::run().await],
-        Figure::Rotation => vec![rotation::run().await],
+        Figure::Sizes { lambda_dir, target } => sizes::run(&lambda_dir, &target),
+        Figure::Cold { bin_dir } => cold::run(&bin_dir).await,
+        Figure::Warm { bin_dir, moto } => warm::run(&bin_dir, &moto).await,
+        Figure::Nginx { bin_dir } => nginx::alone(&bin_dir).await,
+        Figure::ProdPath { bin_dir, moto, aws_delay_ms } => {
+            prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await
+        }
+        Figure::StoreCost => store_cost::run().await,
+        Figure::AgentCost => agent_cost::run().await,
+        Figure::Ingest => ingest::run().await,
+        Figure::Rotation => rotation::run().await,
         Figure::IngestChild { archive } => return ingest::ingest_child(archive).await,
         Figure::GunzipChild { archive } => return ingest::gunzip_child(archive),
     };
-    for figure in figures {
-        println!("{figure}\n");
-    }
+    show(figure);
+}
+
+fn show(figure: String) {
+    println!("{figure}\n");
 }
