@@ -39,8 +39,9 @@ async fn render_pools(
 ) -> Result<(Vec<Resource>, Vec<Resource>)> {
     let store = state.store.as_ref();
     let (mut resources, mut included) = (Vec::new(), Vec::new());
-    for pool in pools {
-        let agents = agents::of_pool(store, &pool.org_id, &pool.id).await?;
+    // Every pool's agents are queried together, not one pool after another.
+    let agents = futures::future::try_join_all(pools.iter().map(|pool| agents::of_pool(store, &pool.org_id, &pool.id)));
+    for (pool, agents) in pools.iter().zip(agents.await?) {
         resources.push(render::pool(pool, &org.name, agents.iter().filter(|a| a.counts(state)).count()));
         if include {
             for id in &pool.workspaces {

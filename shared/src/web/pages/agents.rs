@@ -28,10 +28,9 @@ pub async fn pools(
     // A pool's agents, the first page of the largest size: a pool holds at most the organization's
     // live-agent limit of running agents, plus those ended within the retention period.
     let first = PageRequest { number: 1, size: MAX_PAGE_SIZE };
-    let mut listed: Vec<(Vec<Agent>, usize)> = Vec::with_capacity(pools.len());
-    for pool in &pools {
-        listed.push(agents::list(&state, principal, &pool.id, None, None, &first).await?);
-    }
+    // Read for every pool of the page together, not one pool after another.
+    let reads = pools.iter().map(|pool| agents::list(&state, principal, &pool.id, None, None, &first));
+    let listed: Vec<(Vec<Agent>, usize)> = futures::future::try_join_all(reads).await?;
     let counted = |agents: &[Agent]| agents.iter().filter(|a| a.counts(&state)).count();
     let used: usize = listed.iter().map(|(agents, _)| counted(agents)).sum();
     let here = format!("/app/organizations/{}/agent-pools", org.name);

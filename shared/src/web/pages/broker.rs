@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use axum::extract::{RawQuery, State};
+use futures::{StreamExt as _, TryStreamExt as _};
 use maud::{html, Markup};
 
 use super::{filter, params};
@@ -22,6 +23,8 @@ use crate::web::session::Viewer;
 
 /// The most roles (and static roles) a mount's page reads and shows.
 const MAX_ROLES_SHOWN: usize = 100;
+/// How many rows' reads are in flight at once.
+const CONCURRENT_READS: usize = 16;
 
 pub async fn mounts(State(state): State<AppState>, viewer: Viewer) -> Result<Page, WebError> {
     let token = viewer.broker_token()?;
@@ -110,20 +113,53 @@ async fn readable(store: &dyn ItemStore, token: &ServiceToken, path: &str) -> Re
     Ok(policies::allowed(store, token, path, "read").await?)
 }
 
+/// The first [`MAX_ROLES_SHOWN`] of a mount's objects of `kind` (`roles`, `static-roles`), each
+/// with what `load` reads of it where the token may read it (`None` where it may not), in the
+/// names' order. The rows are read a few at a time rather than one after another.
+async fn shown<'a, T, F, Fut>(
+    store: &dyn ItemStore,
+    token: &ServiceToken,
+    mount: &Mount,
+    kind: &str,
+    names: &'a [String],
+    load: F,
+) -> Result<Vec<(&'a String, Option<T>)>, WebError>
+where
+    F: Fn(&'a str) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, BrokerError>>,
+{
+    let rows: Vec<_> =
+        names.iter().take(MAX_ROLES_SHOWN).map(|name| row(store, token, mount, kind, name, &load)).collect();
+    futures::stream::iter(rows).buffered(CONCURRENT_READS).try_collect().await
+}
+
+/// One row of [`shown`].
+async fn row<'a, T, F, Fut>(
+    store: &dyn ItemStore,
+    token: &ServiceToken,
+    mount: &Mount,
+    kind: &str,
+    name: &'a String,
+    load: &F,
+) -> Result<(&'a String, Option<T>), WebError>
+where
+    F: Fn(&'a str) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>, BrokerError>>,
+{
+    let object = match readable(store, token, &format!("{}/{kind}/{name}", mount.path)).await? {
+        true => load(name).await?,
+        false => None,
+    };
+    Ok((name, object))
+}
+
 async fn roles_table(
     store: &dyn ItemStore,
     token: &ServiceToken,
     mount: &Mount,
     names: &[String],
 ) -> Result<Markup, WebError> {
-    let mut rows = Vec::new();
-    for name in names.iter().take(MAX_ROLES_SHOWN) {
-        let role = match readable(store, token, &format!("{}/roles/{name}", mount.path)).await? {
-            true => roles::load(store, mount, name).await?,
-            false => None,
-        };
-        rows.push((name, role));
-    }
+    let rows = shown(store, token, mount, "roles", names, |name| roles::load(store, mount, name)).await?;
     Ok(html! {
         @if names.is_empty() { p.empty { "No role." } } @else {
             table.list {
@@ -156,14 +192,7 @@ async fn statics_table(
     mount: &Mount,
     names: &[String],
 ) -> Result<Markup, WebError> {
-    let mut rows = Vec::new();
-    for name in names.iter().take(MAX_ROLES_SHOWN) {
-        let role = match readable(store, token, &format!("{}/static-roles/{name}", mount.path)).await? {
-            true => statics::load(store, mount, name).await?,
-            false => None,
-        };
-        rows.push((name, role));
-    }
+    let rows = shown(store, token, mount, "static-roles", names, |name| statics::load(store, mount, name)).await?;
     Ok(html! {
         @if names.is_empty() { p.empty { "No static role." } } @else {
             table.list {
