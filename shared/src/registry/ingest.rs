@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::error::{RegistryError, Result};
 use super::modules::modify;
 use super::status::{FAILED, OK, PENDING};
+use super::version_index;
 use super::versions::{ModuleVersion, PendingUpload, UPLOAD_LINK_VALIDITY};
 use crate::archive::{self, ArchiveError, ArchiveSummary};
 use crate::blobs::{BlobError, ObjectId, UploadHooks};
@@ -165,6 +166,8 @@ async fn settle(
     };
     let version_item = settled.to_item()?;
     let status_item = settled.status_item()?;
+    let index = version_index::key(&settled.org_id, &settled.name, &settled.provider);
+    let index_write = version_index::change(index, Some(&version.status_entry()), &settled.status_entry())?;
 
     modify(state.store.as_ref(), &upload.module, |module| {
         if settled.status == OK {
@@ -178,6 +181,7 @@ async fn settle(
             Write::Put { item: status_item.clone(), condition: Condition::Always },
         ];
         writes.extend(metadata_item.iter().map(|item| Write::Put { item: item.clone(), condition: Condition::Always }));
+        writes.push(index_write.clone());
         Ok((writes, ()))
     })
     .await

@@ -10,6 +10,7 @@ use super::error::{RegistryError, Result};
 use super::modules::{self, latest_of, load, organization, statuses, Address};
 use super::names::RegistryName;
 use super::status::{Deprecation, Revocation, OK};
+use super::version_index;
 use super::versions::ModuleVersion;
 use crate::api::{timestamp, Field};
 use crate::auth::{Permission, Principal};
@@ -241,7 +242,9 @@ async fn attempt(
         module.revision += 1;
         writes.push(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
     }
-    match store.transact(writes).await {
+    let index = version_index::key(&next.org_id, &next.name, &next.provider);
+    writes.push(version_index::change(index, Some(&version.status_entry()), &next.status_entry())?);
+    match version_index::transact(store, writes).await {
         Ok(()) => Ok(Some(next)),
         Err(e) if e.is_condition_failed() => Ok(None),
         Err(e) => Err(e.into()),

@@ -3,7 +3,8 @@
 //! `terraform init` speaks (function `registry-protocol`).
 //!
 //! Layers, each importing only those below it: `routes` → `publishing` (modules from a VCS
-//! repository) → the core (`lifecycle`, `ingest`, `retry` → `versions` → `modules`) → `names`,
+//! repository) → the core (`lifecycle`, `ingest`, `retry` → `versions` → `modules` →
+//! `version_index`) → `names`,
 //! `status`, `error`.
 //! `protocol` reads the core; `render` turns core records into resources for `routes`.
 
@@ -19,6 +20,7 @@ mod render;
 mod retry;
 mod routes;
 pub mod status;
+mod version_index;
 pub mod versions;
 
 pub use error::RegistryError;

@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 
 use super::error::{RegistryError, Result};
 use super::names::{ModuleName, Namespace, ProviderName, RegistryName};
-use super::status::{Deprecation, Revocation, OK};
+pub(super) use super::status::precedence;
+pub use super::status::VersionStatus;
+use super::version_index;
 use crate::accounts::access::{self, join, Organization};
 use crate::api::{timestamp, Field, PageRequest};
 use crate::auth::{NameRead, Permission, Principal, Scoped};
@@ -26,29 +28,6 @@ pub const TAGS: &str = "git_tag";
 pub const NON_VCS: &str = "non_vcs";
 /// `publishing_mechanism` of a module whose versions are made by hand from a branch's commits.
 pub const BRANCH: &str = "branch";
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VersionStatus {
-    pub version: String,
-    pub status: String,
-    pub error: Option<String>,
-    /// When the version became `ok`.
-    #[serde(default)]
-    pub published_at: Option<String>,
-    /// Copied from the version record (see `lifecycle`), so that lists of versions need no
-    /// further read: a deprecated version is still offered, a revoked one is not.
-    #[serde(default)]
-    pub deprecation: Option<Deprecation>,
-    #[serde(default)]
-    pub revocation: Option<Revocation>,
-}
-
-impl VersionStatus {
-    /// Whether new consumers get this version: ingested and not revoked.
-    pub fn offered(&self) -> bool {
-        self.status == OK && self.revocation.is_none()
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TestConfig {
@@ -212,6 +191,11 @@ impl Module {
         becomes_latest
     }
 
+    /// Where the module's version index is (see [`version_index`]); a public module has none.
+    pub(super) fn version_index_key(&self) -> Key {
+        version_index::key(&self.org_id, self.name.as_str(), self.provider.as_str())
+    }
+
     pub fn downloads_key(&self) -> Key {
         keys::module_downloads(
             &self.org_id,
@@ -238,6 +222,7 @@ impl Module {
             pointer::remove(&self.id),
             join(&self.org_id, self.counter(), -1),
             Write::Delete { key: self.downloads_key(), condition: Condition::Always },
+            Write::Delete { key: self.version_index_key(), condition: Condition::Always },
         ]
         .into_iter()
         .chain(self.repository_entry().map(|key| Write::Delete { key, condition: Condition::Always }))
@@ -258,23 +243,26 @@ fn latest_rank(version: &str) -> Option<(bool, semver::Version)> {
     Some((version.pre.is_empty(), version))
 }
 
-/// A version without its build metadata: its place in SemVer's order, shared by no other version.
-pub(super) fn precedence(version: &str) -> &str {
-    version.split_once('+').map_or(version, |(ranked, _)| ranked)
-}
-
-/// Every version of a private module with its status, lowest first in semantic-version order.
+/// Every version of a private module with its status, lowest first in semantic-version order:
+/// from its version index, one read by key.
 pub async fn statuses(store: &dyn ItemStore, module: &Module) -> Result<Vec<VersionStatus>> {
     if !module.is_private() {
         return Ok(Vec::new());
     }
-    statuses_of(store, &module.org_id, module.name.as_str(), module.provider.as_str()).await
+    let index = store.get(&module.version_index_key()).await?;
+    indexed_statuses(store, module, index.as_ref()).await
 }
 
-async fn statuses_of(store: &dyn ItemStore, org_id: &str, name: &str, provider: &str) -> Result<Vec<VersionStatus>> {
-    let query = keys::version_statuses(org_id, name, provider);
+/// The statuses in `index` (the module's version index as just read), or, when it is absent or
+/// incomplete, those its entries hold, repairing the index with them.
+async fn indexed_statuses(store: &dyn ItemStore, module: &Module, index: Option<&Item>) -> Result<Vec<VersionStatus>> {
+    if let Some(entries) = version_index::entries(index)? {
+        return Ok(entries);
+    }
+    let query = keys::version_statuses(&module.org_id, module.name.as_str(), module.provider.as_str());
     let mut statuses: Vec<VersionStatus> = query_all_as(store, query).await?;
-    statuses.sort_by_cached_key(|status| semver::Version::parse(&status.version).ok());
+    version_index::sort(&mut statuses);
+    version_index::repair(store, module.version_index_key(), index, &statuses).await;
     Ok(statuses)
 }
 
@@ -297,12 +285,11 @@ pub(crate) struct Wanted<'a> {
     pub statuses: bool,
 }
 
-/// A module read with its organization and the items at `also` in one BatchGetItem, if the
-/// principal may read it, and, when asked, its versions' statuses. The statuses are a query, which
-/// no batch can hold: since `located` gives the organization's id before this read, the query runs
-/// beside the batch (its answer is used only once the batch has authorized the caller), so the
-/// whole read is one round trip. The statuses are read again after it only for a module stored in
-/// the older layout, which the read upgrades.
+/// A module read with its organization, when asked its version index (its versions' statuses,
+/// by key), and the items at `also`, all in one BatchGetItem, if the principal may read it.
+/// Since `located` gives the organization's id before this read, the whole read is one call. The
+/// statuses are queried after it only for a module whose index is incomplete (stored before the
+/// index existed, or with more versions than it holds), which the read repairs.
 pub(crate) async fn read(
     store: &dyn ItemStore,
     principal: &Principal,
@@ -311,27 +298,19 @@ pub(crate) async fn read(
     also: &[Key],
 ) -> Result<Read> {
     let org_id = located.org_id();
-    let mut keys = vec![keys::module(org_id, wanted.namespace, wanted.name, wanted.provider)];
-    keys.extend_from_slice(also);
-    let batch = access::authorized_at(store, principal, wanted.org_name, located, Permission::Read, &keys);
     // Public modules have no versions (see [`statuses`]).
-    let early = async {
-        if wanted.statuses && wanted.namespace.is_none() {
-            Some(statuses_of(store, org_id, wanted.name, wanted.provider).await)
-        } else {
-            None
-        }
-    };
-    let (batch, early) = futures::join!(batch, early);
-    let (org, mut found) = batch?;
+    let indexed = wanted.statuses && wanted.namespace.is_none();
+    let mut keys = vec![keys::module(org_id, wanted.namespace, wanted.name, wanted.provider)];
+    if indexed {
+        keys.push(version_index::key(org_id, wanted.name, wanted.provider));
+    }
+    keys.extend_from_slice(also);
+    let (org, mut found) =
+        access::authorized_at(store, principal, wanted.org_name, located, Permission::Read, &keys).await?;
     let module: Module = found.remove(0).ok_or(RegistryError::NotFound)?.parse()?;
-    let layout_current = module.legacy_versions.is_empty() && module.legacy_downloads == 0;
+    let index = if indexed { found.remove(0) } else { None };
     let module = upgraded(store, module).await?;
-    let statuses = match early {
-        Some(early) if layout_current => early?,
-        Some(_) => statuses(store, &module).await?,
-        None => Vec::new(),
-    };
+    let statuses = if indexed { indexed_statuses(store, &module, index.as_ref()).await? } else { Vec::new() };
     Ok(Read { org, module, statuses, also: found })
 }
 
@@ -363,9 +342,23 @@ impl Shown {
         Shown { module, statuses: Vec::new() }
     }
 
-    /// Several modules, their statuses read concurrently.
+    /// Several modules, their version indexes read in one batch (a private module's; the few
+    /// whose index is incomplete then query their statuses, concurrently).
     pub async fn read_all(store: &dyn ItemStore, modules: Vec<Module>) -> Result<Vec<Self>> {
-        futures::future::try_join_all(modules.into_iter().map(|module| Shown::read(store, module))).await
+        let private: Vec<&Module> = modules.iter().filter(|module| module.is_private()).collect();
+        let index_keys: Vec<Key> = private.iter().map(|module| module.version_index_key()).collect();
+        let mut indexes = store.get_many(&index_keys).await?.into_iter();
+        let reads = modules.iter().map(|module| {
+            let index = if module.is_private() { indexes.next().flatten() } else { None };
+            async move {
+                match module.is_private() {
+                    true => indexed_statuses(store, module, index.as_ref()).await,
+                    false => Ok(Vec::new()),
+                }
+            }
+        });
+        let statuses = futures::future::try_join_all(reads).await?;
+        Ok(modules.into_iter().zip(statuses).map(|(module, statuses)| Shown { module, statuses }).collect())
     }
 }
 
@@ -495,7 +488,7 @@ pub(super) async fn modify<T>(
         let mut writes =
             vec![Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) }];
         writes.extend(extra);
-        match store.transact(writes).await {
+        match version_index::transact(store, writes).await {
             Ok(()) => Ok(Some((module, out))),
             Err(e) if e.failed_write() == Some(0) => Ok(None),
             Err(e) => Err(e.into()),
@@ -559,6 +552,9 @@ pub(super) async fn insert(store: &dyn ItemStore, module: &Module) -> Result<()>
     ];
     if let Some(entry) = module.repository_entry() {
         writes.push(Write::Put { item: Item::from_value(entry, &module.key())?, condition: Condition::Always });
+    }
+    if module.is_private() {
+        writes.push(version_index::created(&module.org_id, module.name.as_str(), module.provider.as_str()));
     }
     match store.transact(writes).await {
         Err(e) if e.failed_write() == Some(0) => Err(RegistryError::invalid(

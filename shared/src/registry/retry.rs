@@ -7,6 +7,7 @@ use super::error::{RegistryError, Result};
 use super::modules::{self, load, organization, Address, Module};
 use super::names::RegistryName;
 use super::status::{FAILED, PENDING};
+use super::version_index;
 use super::versions::{upload_url, CreatedVersion, ModuleVersion, PendingUpload};
 use crate::api::Field;
 use crate::auth::{Permission, Principal};
@@ -51,6 +52,7 @@ pub async fn reopen(
     upload: &ObjectId,
     extra: Vec<Write>,
 ) -> Result<CreatedVersion> {
+    let before = failed.status_entry();
     let mut version = failed;
     version.status = PENDING.into();
     version.error = None;
@@ -68,7 +70,8 @@ pub async fn reopen(
         },
     ];
     writes.extend(extra);
-    match state.store.transact(writes).await {
+    writes.push(version_index::change(module.version_index_key(), Some(&before), &version.status_entry())?);
+    match version_index::transact(state.store.as_ref(), writes).await {
         Ok(()) => {}
         Err(e) if e.failed_write() == Some(0) => return Err(RegistryError::NotFound),
         Err(e) if e.failed_write() == Some(1) => {

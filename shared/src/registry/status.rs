@@ -31,3 +31,33 @@ pub struct Revocation {
     pub link: Option<String>,
     pub revoked_at: String,
 }
+
+/// A version's entry in its module's list of versions: what lists of versions show without
+/// reading the version record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VersionStatus {
+    pub version: String,
+    pub status: String,
+    pub error: Option<String>,
+    /// When the version became `ok`.
+    #[serde(default)]
+    pub published_at: Option<String>,
+    /// Copied from the version record (see `lifecycle`), so that lists of versions need no
+    /// further read: a deprecated version is still offered, a revoked one is not.
+    #[serde(default)]
+    pub deprecation: Option<Deprecation>,
+    #[serde(default)]
+    pub revocation: Option<Revocation>,
+}
+
+impl VersionStatus {
+    /// Whether new consumers get this version: ingested and not revoked.
+    pub fn offered(&self) -> bool {
+        self.status == OK && self.revocation.is_none()
+    }
+}
+
+/// A version without its build metadata: its place in SemVer's order, shared by no other version.
+pub(super) fn precedence(version: &str) -> &str {
+    version.split_once('+').map_or(version, |(ranked, _)| ranked)
+}

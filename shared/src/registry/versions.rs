@@ -9,6 +9,7 @@ use super::error::{RegistryError, Result};
 use super::modules::{self, latest_of, load, organization, precedence, statuses, Address, Module, VersionStatus};
 use super::names::{parse_version, RegistryName};
 use super::status::{Deprecation, Revocation, OK, PENDING};
+use super::version_index;
 use crate::accounts::access::Organization;
 use crate::api::{timestamp, Field, PageRequest};
 use crate::archive::ModuleMetadata;
@@ -244,7 +245,8 @@ pub(crate) async fn insert_pending(
         writes.push(Write::Put { item, condition: Condition::NotExists });
     }
     writes.extend(extra);
-    match store.transact(writes).await {
+    writes.push(version_index::change(module.version_index_key(), None, &version.status_entry())?);
+    match version_index::transact(store, writes).await {
         Ok(()) => Ok(Ok(())),
         Err(e) if e.failed_write() == Some(0) => Err(RegistryError::NotFound),
         Err(e) if matches!(e.failed_write(), Some(1 | 2)) => {
@@ -394,8 +396,11 @@ pub async fn delete(
             module.revision += 1;
             module.updated_at = timestamp(chrono::Utc::now());
             writes.push(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
+            // Not when the module goes too: its removal deletes the index, and a transaction
+            // may touch an item once.
+            writes.push(version_index::removal(module.version_index_key(), &version.status_entry()));
         }
-        match store.transact(writes).await {
+        match version_index::transact(store, writes).await {
             Ok(()) => Ok(Some(())),
             Err(e) if e.failed_write() == Some(0) => Err(RegistryError::NotFound),
             Err(e) if e.failed_write() == Some(gone.len()) => Ok(None),

@@ -9,6 +9,8 @@
 //! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
 //! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
 //! | its parsed metadata | `ORG#<org-id>` | `VMETA#<name>#<provider>#<version>` | |
+//! | a version's status entry (private only) | `ORG#<org-id>` | `VST#<name>#<provider>#<precedence>` | |
+//! | the module's version index: every entry again, one attribute each | `ORG#<org-id>` | `VIDX#<name>#<provider>` | |
 //! | pending upload | `UPLOAD#<object-id>` | `UPLOAD` | |
 //! | agent pool | `ORG#<org-id>` | `POOL#<pool-id>` | |
 //! | agent pool name | `ORG#<org-id>` | `POOLNAME#<name>` | |
@@ -185,6 +187,17 @@ pub fn version_status(org_id: &str, name: &str, provider: &str, precedence: &str
 /// Every version entry of one provider of a private module.
 pub fn version_statuses(org_id: &str, name: &str, provider: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("VST#{name}#{provider}#"))
+}
+
+/// One item holding every version entry of one provider of a private module, so that a read
+/// of the module can fetch them by key, in the same batch as the module.
+pub fn version_index(org_id: &str, name: &str, provider: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("VIDX#{name}#{provider}"))
+}
+
+/// Whether `key` is a module's version index.
+pub fn is_version_index(key: &Key) -> bool {
+    key.sk.starts_with("VIDX#")
 }
 
 /// A module's download count, apart from the module so that downloads never contend with

@@ -1,0 +1,232 @@
+//! A private module's version index: one item holding every version's status entry again, one
+//! attribute each, so that a read of the module fetches them by key, in the same BatchGetItem as
+//! the module, instead of by a query beside it (which no batch can hold).
+//!
+//! The entries of their own (`VST#…`, see [`keys::version_status`]) stay the truth and the guard
+//! that no two versions share a SemVer precedence; every write of one changes the index in the
+//! same transaction, with a blind attribute update (`SET`/`REMOVE` of that version's attribute,
+//! `ADD writes 1`), so writers of distinct versions never contend on it.
+//!
+//! The index is trusted only while `complete`: a new module's is made complete and empty; one
+//! stored before the index existed has none, and one whose entries outgrew [`BUDGET`] (DynamoDB
+//! caps an item at 400 KB) is marked overflowed. Reads of an incomplete index query the entries
+//! and [`repair`] it when they fit, conditional on no write having touched it since it was read.
+
+use serde_json::{Map, Value};
+
+use super::error::Result;
+use super::status::{precedence, VersionStatus};
+use crate::store::{keys, Condition, Item, ItemStore, Key, StoreError, UpdateOp, Write};
+
+/// The attributes of the index item besides its entries.
+const COMPLETE: &str = "complete";
+const WRITES: &str = "writes";
+const BYTES: &str = "bytes";
+/// Each entry is the attribute `v#<precedence>`.
+const ENTRY_PREFIX: &str = "v#";
+
+/// How many bytes of entries the index holds at most: well under DynamoDB's 400 KB item limit,
+/// with room for writes racing past the check.
+pub(super) const BUDGET: i64 = 300 * 1024;
+/// What `bytes` is set to once the index overflowed: every later growth fails its check.
+const OVERFLOWED: i64 = 1 << 40;
+
+pub(super) fn key(org_id: &str, name: &str, provider: &str) -> Key {
+    keys::version_index(org_id, name, provider)
+}
+
+/// The complete, empty index of a new module.
+pub(super) fn created(org_id: &str, name: &str, provider: &str) -> Write {
+    let mut attrs = Map::new();
+    attrs.insert(COMPLETE.into(), true.into());
+    attrs.insert(WRITES.into(), 0.into());
+    attrs.insert(BYTES.into(), 0.into());
+    Write::Put { item: Item::new(key(org_id, name, provider), attrs), condition: Condition::Always }
+}
+
+/// The index's share of a write that sets one version's entry to `after` (`before` is what the
+/// entry was, if any). It grows the index only while it stays within [`BUDGET`]; past it the
+/// write fails, and [`transact`] marks the index overflowed instead.
+pub(super) fn change(index: Key, before: Option<&VersionStatus>, after: &VersionStatus) -> Result<Write> {
+    let name = entry_name(&after.version);
+    let delta = size(&name, after) - before.map_or(0, |entry| size(&name, entry));
+    let value = serde_json::to_value(after).map_err(StoreError::backend)?;
+    let ops = vec![UpdateOp::Set(name, value), UpdateOp::Add(WRITES.into(), 1), UpdateOp::Add(BYTES.into(), delta)];
+    let condition = if delta > 0 { Condition::Below(BYTES.into(), BUDGET - delta + 1) } else { Condition::Always };
+    Ok(Write::Update { key: index, ops, condition })
+}
+
+/// The index's share of a write that removes one version's entry, `before`.
+pub(super) fn removal(index: Key, before: &VersionStatus) -> Write {
+    let name = entry_name(&before.version);
+    let delta = -size(&name, before);
+    let ops = vec![UpdateOp::Remove(name), UpdateOp::Add(WRITES.into(), 1), UpdateOp::Add(BYTES.into(), delta)];
+    Write::Update { key: index, ops, condition: Condition::Always }
+}
+
+/// Commits `writes` as one transaction; when the only thing that failed is an index's budget,
+/// commits them again with that index marked overflowed (its reads query the entries from then on).
+pub(super) async fn transact(store: &dyn ItemStore, mut writes: Vec<Write>) -> std::result::Result<(), StoreError> {
+    let over_budget =
+        |e: &StoreError, writes: &[Write]| e.failed_write().filter(|&i| writes.get(i).is_some_and(grows_an_index));
+    match store.transact(writes.clone()).await {
+        Err(e) => match over_budget(&e, &writes) {
+            Some(i) => {
+                let index = writes[i].key().clone();
+                tracing::warn!(index = %index.sk, "a module's version index is full; its reads query the versions");
+                writes[i] = Write::Update {
+                    key: index,
+                    ops: vec![
+                        UpdateOp::set(COMPLETE, false),
+                        UpdateOp::set(BYTES, OVERFLOWED),
+                        UpdateOp::Add(WRITES.into(), 1),
+                    ],
+                    condition: Condition::Always,
+                };
+                store.transact(writes).await
+            }
+            None => Err(e),
+        },
+        ok => ok,
+    }
+}
+
+fn grows_an_index(write: &Write) -> bool {
+    matches!(write, Write::Update { key, condition: Condition::Below(..), .. } if keys::is_version_index(key))
+}
+
+/// The entries of a complete index, lowest version first in SemVer order; `None` when the index
+/// is absent or incomplete.
+pub(super) fn entries(index: Option<&Item>) -> Result<Option<Vec<VersionStatus>>> {
+    let Some(index) = index.filter(|item| item.attrs.get(COMPLETE) == Some(&Value::Bool(true))) else {
+        return Ok(None);
+    };
+    let mut entries = Vec::new();
+    for (name, value) in &index.attrs {
+        if name.starts_with(ENTRY_PREFIX) {
+            entries.push(serde_json::from_value::<VersionStatus>(value.clone()).map_err(StoreError::backend)?);
+        }
+    }
+    sort(&mut entries);
+    Ok(Some(entries))
+}
+
+/// Lowest first in SemVer order.
+pub(super) fn sort(entries: &mut [VersionStatus]) {
+    entries.sort_by_cached_key(|status| semver::Version::parse(&status.version).ok());
+}
+
+/// Makes the index at `key` hold `statuses` (just queried) and be complete, if they fit and no
+/// write touched the index since `index` (what was read of it before the query) was read.
+/// Best effort: a read that loses the race, or a module too large, keeps querying.
+pub(super) async fn repair(store: &dyn ItemStore, key: Key, index: Option<&Item>, statuses: &[VersionStatus]) {
+    let seen = index.and_then(|item| item.attrs.get(WRITES)).and_then(Value::as_i64).unwrap_or(0);
+    let mut attrs = Map::new();
+    let mut bytes = 0;
+    for status in statuses {
+        let name = entry_name(&status.version);
+        bytes += size(&name, status);
+        let Ok(value) = serde_json::to_value(status) else { return };
+        attrs.insert(name, value);
+    }
+    if bytes > BUDGET {
+        return;
+    }
+    attrs.insert(COMPLETE.into(), true.into());
+    attrs.insert(WRITES.into(), seen.into());
+    attrs.insert(BYTES.into(), bytes.into());
+    match store.put(Item::new(key, attrs), Condition::Below(WRITES.into(), seen + 1)).await {
+        Err(e) if !e.is_condition_failed() => tracing::warn!(error = %e, "a module's version index was not repaired"),
+        _ => {}
+    }
+}
+
+fn entry_name(version: &str) -> String {
+    format!("{ENTRY_PREFIX}{}", precedence(version))
+}
+
+/// What an entry adds to the item: its attribute's name and its value as JSON, near enough to
+/// DynamoDB's own count for a budget that leaves a quarter of the item free.
+fn size(name: &str, entry: &VersionStatus) -> i64 {
+    let value = serde_json::to_vec(entry).map_or(0, |json| json.len());
+    (name.len() + value) as i64
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+    use crate::store::SqliteStore;
+
+    fn entry(version: &str, error_len: usize) -> VersionStatus {
+        VersionStatus {
+            version: version.into(),
+            status: "reg_ingress_failed".into(),
+            error: Some("e".repeat(error_len)),
+            published_at: None,
+            deprecation: None,
+            revocation: None,
+        }
+    }
+
+    fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = SqliteStore::open(dir.path().join("hangar.db")).unwrap();
+        (dir, store)
+    }
+
+    async fn index(store: &SqliteStore) -> Option<Item> {
+        store.get(&key("org-1", "vpc", "aws")).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn entries_past_the_budget_mark_the_index_overflowed_and_nothing_fails() {
+        let (_dir, store) = store();
+        store.transact(vec![created("org-1", "vpc", "aws")]).await.unwrap();
+        let big = 20 * 1024;
+        let fitting = (BUDGET / (big as i64 + 40)) as usize;
+        for n in 0..fitting {
+            let write = change(key("org-1", "vpc", "aws"), None, &entry(&format!("1.0.{n}"), big)).unwrap();
+            transact(&store, vec![write]).await.unwrap();
+        }
+        let held = entries(index(&store).await.as_ref()).unwrap().expect("still complete");
+        assert_eq!(held.len(), fitting);
+        assert_eq!(held[2].version, "1.0.2", "SemVer order, not the attributes' order");
+
+        let write = change(key("org-1", "vpc", "aws"), None, &entry("2.0.0", big)).unwrap();
+        transact(&store, vec![write]).await.expect("the write itself succeeds");
+        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None, "overflowed: reads query instead");
+        // Later writes still succeed, and leave it overflowed.
+        let write = change(key("org-1", "vpc", "aws"), None, &entry("2.0.1", 10)).unwrap();
+        transact(&store, vec![write]).await.unwrap();
+        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_repair_never_overwrites_a_write_it_did_not_see() {
+        let (_dir, store) = store();
+        let key = key("org-1", "vpc", "aws");
+        // An index that predates the module's last write: absent, as for modules stored before it.
+        let seen = index(&store).await;
+        let write = change(key.clone(), None, &entry("1.1.0", 0)).unwrap();
+        transact(&store, vec![write]).await.unwrap();
+        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None, "a write alone does not complete it");
+        repair(&store, key.clone(), seen.as_ref(), &[entry("1.0.0", 0)]).await;
+        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None, "the stale repair lost");
+
+        let seen = index(&store).await;
+        repair(&store, key.clone(), seen.as_ref(), &[entry("1.0.0", 0), entry("1.1.0", 0)]).await;
+        let held = entries(index(&store).await.as_ref()).unwrap().expect("repaired");
+        assert_eq!(held.iter().map(|e| e.version.as_str()).collect::<Vec<_>>(), ["1.0.0", "1.1.0"]);
+        transact(&store, vec![removal(key.clone(), &entry("1.0.0", 0))]).await.unwrap();
+        let held = entries(index(&store).await.as_ref()).unwrap().expect("still complete");
+        assert_eq!(held.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_repair_of_more_than_the_budget_leaves_the_index_incomplete() {
+        let (_dir, store) = store();
+        let many: Vec<VersionStatus> = (0..20).map(|n| entry(&format!("1.0.{n}"), 20 * 1024)).collect();
+        repair(&store, key("org-1", "vpc", "aws"), None, &many).await;
+        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None);
+    }
+}
