@@ -82,7 +82,9 @@ impl AppState {
                 (Arc::new(store), blobs, None)
             }
         };
+        let tls = crate::https::client_tls().map_err(|e| BootError::Http(e.to_string()))?;
         let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
             .timeout(config.public_registry_timeout)
             .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
             .build()

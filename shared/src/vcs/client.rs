@@ -33,14 +33,17 @@ pub struct Client {
 
 impl Client {
     /// A client whose connections reach the public Internet and the `allowed` networks only.
-    pub fn new(allowed: AllowedNetworks, max_archive_bytes: u64) -> Result<Self, reqwest::Error> {
+    pub fn new(allowed: AllowedNetworks, max_archive_bytes: u64) -> Result<Self, String> {
         let allowed = Arc::new(allowed);
+        let tls = crate::https::client_tls().map_err(|e| e.to_string())?;
         let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls)
             .dns_resolver(Arc::new(CheckedResolver(Arc::clone(&allowed))))
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
             .connect_timeout(CONNECT_TIMEOUT)
-            .build()?;
+            .build()
+            .map_err(|e| e.to_string())?;
         Ok(Self { http, allowed, max_archive_bytes })
     }
 
