@@ -8,8 +8,8 @@
 //! `ADD writes 1`), so writers of distinct versions never contend on it.
 //!
 //! The index is trusted only while `complete`: a new module's is made complete and empty; one
-//! stored before the index existed has none, and one whose entries outgrew [`BUDGET`] (DynamoDB
-//! caps an item at 400 KB) is marked overflowed. Reads of an incomplete index query the entries
+//! stored before the index existed has none, and one whose entries outgrew [`BUDGET`] is replaced
+//! by an overflowed marker. Reads of an incomplete index query the entries
 //! and [`repair`] it when they fit, conditional on no write having touched it since it was read.
 
 use serde_json::{Map, Value};
@@ -25,9 +25,11 @@ const BYTES: &str = "bytes";
 /// Each entry is the attribute `v#<precedence>`.
 const ENTRY_PREFIX: &str = "v#";
 
-/// How many bytes of entries the index holds at most: well under DynamoDB's 400 KB item limit,
-/// with room for writes racing past the check.
-pub(super) const BUDGET: i64 = 300 * 1024;
+/// How many bytes of entries the index holds at most: a few hundred versions, far under
+/// DynamoDB's 400 KB item limit (with room for writes racing past the check), and small enough
+/// that rewriting it in every version's transaction stays cheap (DynamoDB bills an update by the
+/// item's whole size).
+pub(super) const BUDGET: i64 = 64 * 1024;
 /// What `bytes` is set to once the index overflowed: every later growth fails its check.
 const OVERFLOWED: i64 = 1 << 40;
 
@@ -64,31 +66,44 @@ pub(super) fn removal(index: Key, before: &VersionStatus) -> Write {
     Write::Update { key: index, ops, condition: Condition::Always }
 }
 
-/// Commits `writes` as one transaction; when the only thing that failed is an index's budget,
-/// commits them again with that index marked overflowed (its reads query the entries from then on).
+/// Commits `writes` as one transaction. When an index's share fails because the index is full
+/// (or already overflowed), the index is read and the transaction committed again with, in that
+/// share's place, the index replaced by a small overflowed marker (its entries dropped, so later
+/// writes stay cheap) or, once it is one, only counted: its reads query the entries from then on.
+/// Either is conditional on the index as read, so a racing writer makes it read again.
 pub(super) async fn transact(store: &dyn ItemStore, mut writes: Vec<Write>) -> std::result::Result<(), StoreError> {
-    let over_budget =
-        |e: &StoreError, writes: &[Write]| e.failed_write().filter(|&i| writes.get(i).is_some_and(grows_an_index));
-    match store.transact(writes.clone()).await {
-        Err(e) => match over_budget(&e, &writes) {
-            Some(i) => {
-                let index = writes[i].key().clone();
-                tracing::warn!(index = %index.sk, "a module's version index is full; its reads query the versions");
-                writes[i] = Write::Update {
-                    key: index,
-                    ops: vec![
-                        UpdateOp::set(COMPLETE, false),
-                        UpdateOp::set(BYTES, OVERFLOWED),
-                        UpdateOp::Add(WRITES.into(), 1),
-                    ],
-                    condition: Condition::Always,
-                };
-                store.transact(writes).await
+    let Some(share) = writes.iter().position(grows_an_index) else {
+        return store.transact(writes).await;
+    };
+    let mut attempts = 0;
+    loop {
+        match store.transact(writes.clone()).await {
+            Err(e) if e.failed_write() == Some(share) && attempts < 5 => {
+                attempts += 1;
+                let key = writes[share].key().clone();
+                let index = store.get(&key).await?;
+                writes[share] = overflowed(key, index.as_ref());
             }
-            None => Err(e),
-        },
-        ok => ok,
+            other => return other,
+        }
     }
+}
+
+/// The write that leaves the index at `key` overflowed, given what was just read of it.
+fn overflowed(key: Key, index: Option<&Item>) -> Write {
+    let attr = |name: &str| index.and_then(|item| item.attrs.get(name)).and_then(Value::as_i64);
+    let seen = attr(WRITES).unwrap_or(0);
+    // A marker's count of bytes only ever falls by what deletes take from it.
+    if let Some(bytes) = attr(BYTES).filter(|&bytes| bytes > OVERFLOWED / 2) {
+        let ops = vec![UpdateOp::Add(WRITES.into(), 1)];
+        return Write::Update { key, ops, condition: Condition::equals(BYTES, bytes) };
+    }
+    tracing::warn!(index = %key.sk, "a module's version index is full; its reads query the versions");
+    let mut attrs = Map::new();
+    attrs.insert(COMPLETE.into(), false.into());
+    attrs.insert(BYTES.into(), OVERFLOWED.into());
+    attrs.insert(WRITES.into(), (seen + 1).into());
+    Write::Put { item: Item::new(key, attrs), condition: Condition::Below(WRITES.into(), seen + 1) }
 }
 
 fn grows_an_index(write: &Write) -> bool {
@@ -194,11 +209,18 @@ mod tests {
 
         let write = change(key("org-1", "vpc", "aws"), None, &entry("2.0.0", big)).unwrap();
         transact(&store, vec![write]).await.expect("the write itself succeeds");
-        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None, "overflowed: reads query instead");
-        // Later writes still succeed, and leave it overflowed.
+        let marker = index(&store).await;
+        assert_eq!(entries(marker.as_ref()).unwrap(), None, "overflowed: reads query instead");
+        assert!(marker.unwrap().attrs.len() <= 3, "the entries are dropped, so later writes stay cheap");
+        // Later writes, growing or shrinking, still succeed, and leave it overflowed and small.
         let write = change(key("org-1", "vpc", "aws"), None, &entry("2.0.1", 10)).unwrap();
         transact(&store, vec![write]).await.unwrap();
-        assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None);
+        transact(&store, vec![removal(key("org-1", "vpc", "aws"), &entry("1.0.0", big))]).await.unwrap();
+        let write = change(key("org-1", "vpc", "aws"), None, &entry("2.0.2", 10)).unwrap();
+        transact(&store, vec![write]).await.unwrap();
+        let marker = index(&store).await;
+        assert_eq!(entries(marker.as_ref()).unwrap(), None);
+        assert_eq!(marker.unwrap().attrs.get("writes"), Some(&Value::from(fitting as i64 + 4)), "every write counted");
     }
 
     #[tokio::test]
@@ -225,7 +247,7 @@ mod tests {
     #[tokio::test]
     async fn a_repair_of_more_than_the_budget_leaves_the_index_incomplete() {
         let (_dir, store) = store();
-        let many: Vec<VersionStatus> = (0..20).map(|n| entry(&format!("1.0.{n}"), 20 * 1024)).collect();
+        let many: Vec<VersionStatus> = (0..5).map(|n| entry(&format!("1.0.{n}"), 20 * 1024)).collect();
         repair(&store, key("org-1", "vpc", "aws"), None, &many).await;
         assert_eq!(entries(index(&store).await.as_ref()).unwrap(), None);
     }
