@@ -743,3 +743,47 @@ async fn a_module_stored_in_the_older_layout_keeps_its_versions_and_downloads() 
     assert_eq!(app.post(&format!("{VPC}/versions"), &owners, version("1.1.0")).await.status, 201);
     assert_eq!(statuses(&app.get(VPC, &owners).await).len(), 2);
 }
+
+/// On DynamoDB's expressions: a module whose versions outgrow its version index (64 KB of
+/// entries, about 180 of these, whose versions are 126 characters long) keeps taking versions, concurrently, and its reads still show
+/// every one (queried, once the index is an overflowed marker).
+#[tokio::test]
+async fn versions_past_the_version_index_s_budget_are_all_shown_on_dynamodb() {
+    let Some(app) = hangar_tests::spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
+    const COUNT: usize = 200;
+    const TASKS: usize = 8;
+    let label = "r".repeat(118);
+    let app = std::sync::Arc::new(app);
+    let creates = (0..TASKS).map(|task| {
+        let (app, owners, label) = (app.clone(), owners.clone(), label.clone());
+        tokio::spawn(async move {
+            for i in (task..COUNT).step_by(TASKS) {
+                let reply = app.post(&format!("{VPC}/versions"), &owners, version(&format!("1.0.{i}-{label}"))).await;
+                assert_eq!(reply.status, 201, "version {i}: {:?}", reply.body);
+            }
+        })
+    });
+    for task in creates.collect::<Vec<_>>() {
+        task.await.unwrap();
+    }
+    let reply = app.get(VPC, &owners).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(statuses(&reply).len(), COUNT);
+    let org = app.get("/api/v2/organizations/acme", &owners).await;
+    let org_id = org.body["data"]["attributes"]["external-id"].as_str().unwrap().to_owned();
+    let state = app.second_state().await;
+    let index = state.store.get(&hangar::store::keys::version_index(&org_id, "vpc", "aws")).await.unwrap();
+    let index = index.expect("the index, as an overflowed marker");
+    assert_eq!(
+        index.attrs.get("complete"),
+        Some(&Value::Bool(false)),
+        "{:?}",
+        index.attrs.keys().take(5).collect::<Vec<_>>()
+    );
+    let deleted = app.delete(&format!("{VPC}/1.0.7-{label}"), &owners).await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    assert_eq!(statuses(&app.get(VPC, &owners).await).len(), COUNT - 1);
+}
