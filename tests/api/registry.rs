@@ -668,12 +668,30 @@ pub(crate) async fn a_module_with_5000_versions_lists_them_all(app: TestApp, own
     const COUNT: usize = 5_000;
     const TASKS: usize = 16;
     assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
-    let label = "r".repeat(100);
+    let app = create_versions_at_once(app, &owners, COUNT, TASKS, &"r".repeat(100)).await;
+    let reply = app.get(VPC, &owners).await;
+    assert_eq!(reply.status, 200);
+    assert_eq!(statuses(&reply).len(), COUNT);
+    let listed = app.get(&format!("{VPC}/versions"), &owners).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], COUNT);
+    let one_more = app.post(&format!("{VPC}/versions"), &owners, version("2.0.0")).await;
+    assert_eq!(one_more.status, 201, "{:?}", one_more.body);
+}
+
+/// Creates versions `1.0.<i>-<label>` of vpc/aws for i below `count`, from `tasks` concurrent
+/// tasks, each expecting a 201.
+async fn create_versions_at_once(
+    app: TestApp,
+    owners: &str,
+    count: usize,
+    tasks: usize,
+    label: &str,
+) -> std::sync::Arc<TestApp> {
     let app = std::sync::Arc::new(app);
-    let creates = (0..TASKS).map(|task| {
-        let (app, owners, label) = (app.clone(), owners.clone(), label.clone());
+    let creates = (0..tasks).map(|task| {
+        let (app, owners, label) = (app.clone(), owners.to_owned(), label.to_owned());
         tokio::spawn(async move {
-            for i in (task..COUNT).step_by(TASKS) {
+            for i in (task..count).step_by(tasks) {
                 let v = format!("1.0.{i}-{label}");
                 let reply = app.post(&format!("{VPC}/versions"), &owners, version(&v)).await;
                 assert_eq!(reply.status, 201, "version {i}: {:?}", reply.body);
@@ -683,13 +701,7 @@ pub(crate) async fn a_module_with_5000_versions_lists_them_all(app: TestApp, own
     for task in creates.collect::<Vec<_>>() {
         task.await.unwrap();
     }
-    let reply = app.get(VPC, &owners).await;
-    assert_eq!(reply.status, 200);
-    assert_eq!(statuses(&reply).len(), COUNT);
-    let listed = app.get(&format!("{VPC}/versions"), &owners).await;
-    assert_eq!(listed.body["meta"]["pagination"]["total-count"], COUNT);
-    let one_more = app.post(&format!("{VPC}/versions"), &owners, version("2.0.0")).await;
-    assert_eq!(one_more.status, 201, "{:?}", one_more.body);
+    app
 }
 
 #[tokio::test]
@@ -754,21 +766,8 @@ async fn versions_past_the_version_index_s_budget_are_all_shown_on_dynamodb() {
     let owners = app.owners_token("acme").await;
     assert_eq!(app.post(MODULES, &owners, module("vpc", "aws")).await.status, 201);
     const COUNT: usize = 200;
-    const TASKS: usize = 8;
     let label = "r".repeat(118);
-    let app = std::sync::Arc::new(app);
-    let creates = (0..TASKS).map(|task| {
-        let (app, owners, label) = (app.clone(), owners.clone(), label.clone());
-        tokio::spawn(async move {
-            for i in (task..COUNT).step_by(TASKS) {
-                let reply = app.post(&format!("{VPC}/versions"), &owners, version(&format!("1.0.{i}-{label}"))).await;
-                assert_eq!(reply.status, 201, "version {i}: {:?}", reply.body);
-            }
-        })
-    });
-    for task in creates.collect::<Vec<_>>() {
-        task.await.unwrap();
-    }
+    let app = create_versions_at_once(app, &owners, COUNT, 8, &label).await;
     let reply = app.get(VPC, &owners).await;
     assert_eq!(reply.status, 200);
     assert_eq!(statuses(&reply).len(), COUNT);
