@@ -40,21 +40,7 @@ pub async fn run(binaries: &Path) -> String {
             }
         }
     }
-    let baseline = [samples[0][0].median().as_secs_f64(), samples[0][1].median().as_secs_f64()];
-    let rows: Vec<Vec<String>> = names
-        .iter()
-        .zip(&samples)
-        .map(|(name, [host, bundle])| {
-            vec![
-                name.to_string(),
-                micros(host.median()),
-                micros(host.percentile(0.9)),
-                ratio(host.median().as_secs_f64(), baseline[0]),
-                micros(bundle.median()),
-                ratio(bundle.median().as_secs_f64(), baseline[1]),
-            ]
-        })
-        .collect();
+    let rows = trust_store_rows(&names, &samples);
     format!(
         "### Cold init\n\nExec to first `GET /2018-06-01/runtime/invocation/next` against a local Runtime API \
          stand-in, {ROUNDS} rounds interleaved; the environment is the template's (DynamoDB store, KMS sealing) \
@@ -65,6 +51,26 @@ pub async fn run(binaries: &Path) -> String {
             &rows
         )
     )
+}
+
+/// One row per binary: median, p90 and ratio against the first binary's median with the host's
+/// store, then median and ratio with the bundle only.
+pub fn trust_store_rows(names: &[&str], samples: &[[Samples; 2]]) -> Vec<Vec<String>> {
+    let baseline = [samples[0][0].median().as_secs_f64(), samples[0][1].median().as_secs_f64()];
+    names
+        .iter()
+        .zip(samples)
+        .map(|(name, [host, bundle])| {
+            vec![
+                name.to_string(),
+                micros(host.median()),
+                micros(host.percentile(0.9)),
+                ratio(host.median().as_secs_f64(), baseline[0]),
+                micros(bundle.median()),
+                ratio(bundle.median().as_secs_f64(), baseline[1]),
+            ]
+        })
+        .collect()
 }
 
 async fn init_time(

@@ -18,9 +18,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::api::{module_path, ORG};
-use crate::cold::{lambda_environment, TrustStore};
+use crate::cold::{lambda_environment, trust_store_rows, TrustStore};
 use crate::prod_path::Deployment;
-use crate::stats::{micros, ratio, table, Samples};
+use crate::stats::{table, Samples};
 
 const FUNCTION: &str = "registry-api";
 const BASELINE: &str = "hello-getitem";
@@ -138,21 +138,7 @@ pub async fn run(binaries: &Path, deployment: &Deployment) -> String {
             }
         }
     }
-    let hello = &samples[0];
-    let rows: Vec<Vec<String>> = names
-        .iter()
-        .zip(&samples)
-        .map(|(name, [host, bundle])| {
-            vec![
-                name.to_string(),
-                micros(host.median()),
-                micros(host.percentile(0.9)),
-                ratio(host.median().as_secs_f64(), hello[0].median().as_secs_f64()),
-                micros(bundle.median()),
-                ratio(bundle.median().as_secs_f64(), hello[1].median().as_secs_f64()),
-            ]
-        })
-        .collect();
+    let rows = trust_store_rows(&names, &samples);
     format!(
         "### Cold first response\n\nExec to the first response posted to `/2018-06-01/runtime/invocation/{{id}}/response` \
          against a local Runtime API stand-in that hands out one API Gateway HTTP API (v2) event, GET module with a \

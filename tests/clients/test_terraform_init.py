@@ -66,26 +66,30 @@ def test_terraform_init_installs_the_highest_matching_ok_version(hangar_tls, set
     assert 'value = "1.1.0"' in installed
 
 
-def init(hangar, tmp_path: Path, configuration: str) -> Path:
-    """Runs `terraform init` on `configuration` with a token for Hangar's host; returns the
-    working directory."""
+def run_init(hangar, work: Path, configuration: str) -> subprocess.CompletedProcess:
+    """Runs `terraform init` on `configuration` in the new directory `work`, with a token for
+    Hangar's host (the CLI configuration and HOME are `work`'s parent)."""
     host = urlparse(hangar.url).netloc
-    work = tmp_path / "work"
     work.mkdir()
     (work / "main.tf").write_text(configuration)
-    cli_config = tmp_path / "terraformrc"
+    cli_config = work.parent / "terraformrc"
     cli_config.write_text(f'credentials "{host}" {{\n  token = "{hangar.admin_token}"\n}}\n')
     env = {
         "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp_path),
+        "HOME": str(work.parent),
         "TF_CLI_CONFIG_FILE": str(cli_config),
         "SSL_CERT_FILE": hangar.certificate,
         "TF_IN_AUTOMATION": "1",
         "CHECKPOINT_DISABLE": "1",
     }
-    result = subprocess.run(
-        [terraform(), "init", "-input=false", "-no-color"], cwd=work, env=env, capture_output=True, text=True, timeout=120
-    )
+    command = [terraform(), "init", "-input=false", "-no-color"]
+    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120)
+
+
+def init(hangar, tmp_path: Path, configuration: str) -> Path:
+    """Runs `terraform init` on `configuration`, which must succeed; returns the working directory."""
+    work = tmp_path / "work"
+    result = run_init(hangar, work, configuration)
     assert result.returncode == 0, result.stdout + result.stderr
     return work
 

@@ -2,7 +2,6 @@
 deprecated one is still installed, the revoked one is neither chosen nor installable."""
 
 import json
-import os
 import subprocess
 from pathlib import Path
 from urllib.parse import urlparse
@@ -16,7 +15,7 @@ from pytfe.models import (
     RegistryModuleID,
 )
 
-from test_terraform_init import archive, terraform
+from test_terraform_init import archive, run_init
 
 
 def change(hangar, version: str, attributes: dict) -> None:
@@ -33,20 +32,8 @@ def change(hangar, version: str, attributes: dict) -> None:
 def init(hangar, tmp_path: Path, name: str, constraint: str) -> tuple[subprocess.CompletedProcess, Path]:
     host = urlparse(hangar.url).netloc
     work = tmp_path / name
-    work.mkdir()
-    (work / "main.tf").write_text(f'module "vpc" {{\n  source  = "{host}/acme/vpc/aws"\n  version = "{constraint}"\n}}\n')
-    cli_config = tmp_path / "terraformrc"
-    cli_config.write_text(f'credentials "{host}" {{\n  token = "{hangar.admin_token}"\n}}\n')
-    env = {
-        "PATH": os.environ.get("PATH", ""),
-        "HOME": str(tmp_path),
-        "TF_CLI_CONFIG_FILE": str(cli_config),
-        "SSL_CERT_FILE": hangar.certificate,
-        "TF_IN_AUTOMATION": "1",
-        "CHECKPOINT_DISABLE": "1",
-    }
-    command = [terraform(), "init", "-input=false", "-no-color"]
-    return subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=120), work
+    configuration = f'module "vpc" {{\n  source  = "{host}/acme/vpc/aws"\n  version = "{constraint}"\n}}\n'
+    return run_init(hangar, work, configuration), work
 
 
 def test_terraform_init_installs_a_deprecated_version_and_never_a_revoked_one(hangar_tls, settled, tmp_path: Path):

@@ -7,13 +7,12 @@
 use reqwest::Url;
 
 use super::error::{RegistryError, Result};
-use super::modules::{self, latest_of, load, organization, statuses, Address};
-use super::names::RegistryName;
+use super::modules::{self, latest_of, load, statuses, Address};
 use super::status::{Deprecation, Revocation, OK};
 use super::version_index;
 use super::versions::ModuleVersion;
 use crate::api::{timestamp, Field};
-use crate::auth::{Permission, Principal};
+use crate::auth::Principal;
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
@@ -162,11 +161,7 @@ pub async fn change(
     change: LifecycleChange,
 ) -> Result<ModuleVersion> {
     let store = state.store.as_ref();
-    let org = organization(store, principal, org_name, Permission::ManageModules).await?;
-    modules::check_curation(state, address.registry)?;
-    if address.registry == RegistryName::Public {
-        return Err(RegistryError::NotFound);
-    }
+    let org = modules::managing_versions(state, principal, org_name, address).await?;
     let module_key = address.key(&org, provider)?;
     let checked = check(change)?;
     if matches!(checked.revocation, Some(Some(_))) && state.config.edition == Edition::SelfHosted {

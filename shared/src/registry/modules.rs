@@ -345,8 +345,8 @@ impl Shown {
     /// Several modules, their version indexes read in one batch (a private module's; the few
     /// whose index is incomplete then query their statuses, concurrently).
     pub async fn read_all(store: &dyn ItemStore, modules: Vec<Module>) -> Result<Vec<Self>> {
-        let private: Vec<&Module> = modules.iter().filter(|module| module.is_private()).collect();
-        let index_keys: Vec<Key> = private.iter().map(|module| module.version_index_key()).collect();
+        let index_keys: Vec<Key> =
+            modules.iter().filter(|module| module.is_private()).map(Module::version_index_key).collect();
         let mut indexes = store.get_many(&index_keys).await?.into_iter();
         let reads = modules.iter().map(|module| {
             let index = if module.is_private() { indexes.next().flatten() } else { None };
@@ -403,6 +403,22 @@ pub(super) async fn organization(
     permission: Permission,
 ) -> Result<Organization> {
     Ok(access::authorized(store, principal, org_name, permission).await?)
+}
+
+/// The organization where the principal changes a private module's versions, if it manages
+/// modules there; a public module has no versions, so its are 404.
+pub(super) async fn managing_versions(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &Address,
+) -> Result<Organization> {
+    let org = organization(state.store.as_ref(), principal, org_name, Permission::ManageModules).await?;
+    check_curation(state, address.registry)?;
+    if address.registry == RegistryName::Public {
+        return Err(RegistryError::NotFound);
+    }
+    Ok(org)
 }
 
 /// Public modules exist only where the edition allows their curation.

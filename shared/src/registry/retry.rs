@@ -4,13 +4,12 @@
 //! VCS module's version.
 
 use super::error::{RegistryError, Result};
-use super::modules::{self, load, organization, Address, Module};
-use super::names::RegistryName;
+use super::modules::{self, load, Address, Module};
 use super::status::{FAILED, PENDING};
 use super::version_index;
 use super::versions::{upload_url, CreatedVersion, ModuleVersion, PendingUpload};
 use crate::api::Field;
-use crate::auth::{Permission, Principal};
+use crate::auth::Principal;
 use crate::blobs::ObjectId;
 use crate::state::AppState;
 use crate::store::{keys, Condition, Item, UpdateOp, Write};
@@ -25,11 +24,7 @@ pub async fn accept(
     version: &str,
 ) -> Result<(Module, ModuleVersion)> {
     let store = state.store.as_ref();
-    let org = organization(store, principal, org_name, Permission::ManageModules).await?;
-    modules::check_curation(state, address.registry)?;
-    if address.registry == RegistryName::Public {
-        return Err(RegistryError::NotFound);
-    }
+    let org = modules::managing_versions(state, principal, org_name, address).await?;
     let module = load(store, &address.key(&org, provider)?).await?;
     let key = keys::module_version(&org.id, &address.name, provider, version);
     let found: ModuleVersion = store.get(&key).await?.ok_or(RegistryError::NotFound)?.parse()?;

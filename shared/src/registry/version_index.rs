@@ -91,10 +91,9 @@ pub(super) async fn transact(store: &dyn ItemStore, mut writes: Vec<Write>) -> s
 
 /// The write that leaves the index at `key` overflowed, given what was just read of it.
 fn overflowed(key: Key, index: Option<&Item>) -> Write {
-    let attr = |name: &str| index.and_then(|item| item.attrs.get(name)).and_then(Value::as_i64);
-    let seen = attr(WRITES).unwrap_or(0);
+    let seen = number(index, WRITES).unwrap_or(0);
     // A marker's count of bytes only ever falls by what deletes take from it.
-    if let Some(bytes) = attr(BYTES).filter(|&bytes| bytes > OVERFLOWED / 2) {
+    if let Some(bytes) = number(index, BYTES).filter(|&bytes| bytes > OVERFLOWED / 2) {
         let ops = vec![UpdateOp::Add(WRITES.into(), 1)];
         return Write::Update { key, ops, condition: Condition::equals(BYTES, bytes) };
     }
@@ -135,7 +134,7 @@ pub(super) fn sort(entries: &mut [VersionStatus]) {
 /// write touched the index since `index` (what was read of it before the query) was read.
 /// Best effort: a read that loses the race, or a module too large, keeps querying.
 pub(super) async fn repair(store: &dyn ItemStore, key: Key, index: Option<&Item>, statuses: &[VersionStatus]) {
-    let seen = index.and_then(|item| item.attrs.get(WRITES)).and_then(Value::as_i64).unwrap_or(0);
+    let seen = number(index, WRITES).unwrap_or(0);
     let mut attrs = Map::new();
     let mut bytes = 0;
     for status in statuses {
@@ -154,6 +153,11 @@ pub(super) async fn repair(store: &dyn ItemStore, key: Key, index: Option<&Item>
         Err(e) if !e.is_condition_failed() => tracing::warn!(error = %e, "a module's version index was not repaired"),
         _ => {}
     }
+}
+
+/// A numeric attribute of the index as read.
+fn number(index: Option<&Item>, name: &str) -> Option<i64> {
+    index.and_then(|item| item.attrs.get(name)).and_then(Value::as_i64)
 }
 
 fn entry_name(version: &str) -> String {
