@@ -36,7 +36,7 @@ async fn pool_with_token(config: Config) -> (TestApp, String, String, String) {
 }
 
 /// A pool `builders` of `acme` and an agent token: (pool id, secret).
-async fn pool_and_token(app: &TestApp, owners: &str) -> (String, String) {
+pub(super) async fn pool_and_token(app: &TestApp, owners: &str) -> (String, String) {
     let body = json!({"data": {"type": "agent-pools", "attributes": {"name": "builders"}}});
     let pool = app.post("/api/v2/organizations/acme/agent-pools", owners, body).await;
     assert_eq!(pool.status, 201, "{:?}", pool.body);
@@ -67,7 +67,7 @@ async fn agent_count(app: &TestApp, owners: &str, pool_id: &str) -> Value {
 }
 
 /// The grant an agent token's secret carries, as the gateway resolves it.
-async fn grant(state: &AppState, secret: &str) -> AgentGrant {
+pub(super) async fn grant(state: &AppState, secret: &str) -> AgentGrant {
     match hangar::auth::resolve(state.store.as_ref(), secret).await.expect("a read") {
         Some(Principal::Agent(grant)) => grant,
         other => panic!("an agent token, not {other:?}"),

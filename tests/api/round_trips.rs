@@ -5,10 +5,15 @@
 //! timings.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use axum::Router;
+use chrono::Utc;
+use hangar::agents::agents;
+use hangar::config::Config;
+use hangar::state::AppState;
 use hangar_tests::counting::{Cost, Counters, CountingStore};
 use hangar_tests::{module_archive, TestApp};
 use http_body_util::BodyExt;
@@ -95,10 +100,10 @@ async fn a_team_reads_a_module_its_versions_and_a_pool_in_two_round_trips() {
         // in one batch.
         assert_eq!((cost.rounds, cost.calls), (2, 2), "{path}: {cost:?}");
     }
-    // A pool's agents are a query no batch can hold: it runs beside the pool's batch.
+    // The token's item; then the organization, the pool and its index of live agents in one batch.
     let (status, body, cost) = counted.get(&format!("/api/v2/agent-pools/{pool_id}"), &readers).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((cost.rounds, cost.calls), (2, 3), "{cost:?}");
+    assert_eq!((cost.rounds, cost.calls), (2, 2), "{cost:?}");
     let (_, body, _) = counted.get(MODULE, &readers).await;
     assert_eq!(body["data"]["attributes"]["version-statuses"][0]["version"], "1.0.0", "{body}");
     app.stop().await;
@@ -130,11 +135,11 @@ async fn the_site_admin_reads_the_organizations_name_with_its_token() {
         assert!(status.is_success(), "{path}: {status} {body}");
         assert_eq!((cost.rounds, cost.calls), (2, calls), "{path}: {cost:?}");
     }
-    // A pool is reached by its id: the id's pointer names the organization, then the pool and
-    // its organization in one batch, its agents' query beside it (before: 5 in turn).
+    // A pool is reached by its id: the id's pointer names the organization, then the pool, its
+    // organization and its live index in one batch (before: 5 in turn).
     let (status, body, cost) = counted.get(&format!("/api/v2/agent-pools/{pool_id}"), &app.admin_token).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!((cost.rounds, cost.calls), (3, 4), "{cost:?}");
+    assert_eq!((cost.rounds, cost.calls), (3, 3), "{cost:?}");
     assert_eq!(body["data"]["attributes"]["name"], "builders", "{body}");
     let unknown = "/api/v2/organizations/nope/registry-modules/private/nope/vpc/aws";
     assert_eq!(counted.get(unknown, &app.admin_token).await.0, 404);
@@ -189,7 +194,7 @@ async fn on_dynamodb_a_team_reads_in_two_round_trips_and_a_download_counts_once(
     let (readers, pool_id) = seed(&app).await;
     let counted = Counted::on(&app).await;
     let pool = format!("/api/v2/agent-pools/{pool_id}");
-    for (path, calls) in [(MODULE, 2), (VERSIONS, 2), (pool.as_str(), 3)] {
+    for (path, calls) in [(MODULE, 2), (VERSIONS, 2), (pool.as_str(), 2)] {
         let (status, body, cost) = counted.get(path, &readers).await;
         assert_eq!(status, 200, "{path}: {body}");
         assert_eq!((cost.rounds, cost.calls), (2, calls), "{path}: {cost:?}");
@@ -240,5 +245,126 @@ async fn a_module_without_a_version_index_is_read_in_full_and_repaired() {
     assert_eq!((cost.rounds, cost.calls), (2, 2), "repaired: {cost:?}");
     let listed = app.get("/api/registry/v1/modules/acme/vpc/aws/versions", &readers).await;
     assert_eq!(listed.body["modules"][0]["versions"].as_array().map(Vec::len), Some(1), "{:?}", listed.body);
+    app.stop().await;
+}
+
+/// Agents unknown after 60 s of silence, errored 120 s after that: an entry's two bounds then
+/// leave a read sure of an agent except within 60 s of its errored time.
+fn agents_config() -> Config {
+    Config {
+        max_agents: 10,
+        agent_ping_timeout: Duration::from_secs(60),
+        agent_errored_after: Duration::from_secs(120),
+        ..Config::default()
+    }
+}
+
+/// Registers an agent of the secret's pool as if at `seconds_ago`; its id.
+async fn registered_ago(state: &AppState, secret: &str, seconds_ago: i64) -> String {
+    let grant = super::agent_capacity::grant(state, secret).await;
+    let at = Utc::now() - chrono::Duration::seconds(seconds_ago);
+    agents::register_at(state, &grant, None, None, at).await.expect("registered").id
+}
+
+/// Reports `status` for an agent as if at `seconds_ago`.
+async fn reported_ago(state: &AppState, secret: &str, agent_id: &str, status: &str, seconds_ago: i64) {
+    let grant = super::agent_capacity::grant(state, secret).await;
+    let at = Utc::now() - chrono::Duration::seconds(seconds_ago);
+    agents::report_at(state, &grant, agent_id, status, at).await.expect("reported");
+}
+
+fn agent_count(body: &Value) -> &Value {
+    &body["data"]["attributes"]["agent-count"]
+}
+
+/// A pool's `agent-count` comes from its index of live agents, read in the pool's batch: idle,
+/// busy and unknown agents count, errored and exited ones do not, whatever time has made of
+/// them since they last wrote; only an agent within a ping timeout of becoming errored sends the
+/// read to the agents themselves.
+#[tokio::test]
+async fn a_pools_live_agents_are_counted_from_its_index_in_two_round_trips() {
+    let (app, owners) = TestApp::spawn_with_organization(agents_config(), "acme").await;
+    let (pool_id, secret) = super::agent_capacity::pool_and_token(&app, &owners).await;
+    let state = app.second_state().await;
+    let _idle = registered_ago(&state, &secret, 10).await;
+    let busy = registered_ago(&state, &secret, 20).await;
+    reported_ago(&state, &secret, &busy, "busy", 15).await;
+    let _unknown = registered_ago(&state, &secret, 100).await;
+    let _errored_long_ago = registered_ago(&state, &secret, 400).await;
+    let exited = registered_ago(&state, &secret, 30).await;
+    reported_ago(&state, &secret, &exited, "exited", 25).await;
+    let pool = format!("/api/v2/agent-pools/{pool_id}");
+    let counted = Counted::on(&app).await;
+    let (status, body, cost) = counted.get(&pool, &owners).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(agent_count(&body), 3, "idle, busy and unknown: {body}");
+    assert_eq!((cost.rounds, cost.calls), (2, 2), "{cost:?}");
+    let (_, list, cost) = counted.get("/api/v2/organizations/acme/agent-pools", &owners).await;
+    assert_eq!(list["data"][0]["attributes"]["agent-count"], 3, "{list}");
+    assert_eq!(cost.calls, 4, "token, organization, pools, their indexes in one batch: {cost:?}");
+
+    // Registered 200 s ago and heard from 150 s ago: its heartbeat did not rewrite its entry
+    // (written 200 s ago, good until 140 s ago), which alone would say errored 20 s ago; the
+    // read must not trust it and asks the agents, which say unknown.
+    let lagging = registered_ago(&state, &secret, 200).await;
+    reported_ago(&state, &secret, &lagging, "idle", 150).await;
+    let (_, body, cost) = counted.get(&pool, &owners).await;
+    assert_eq!(agent_count(&body), 4, "the lagging agent is unknown, so counted: {body}");
+    assert_eq!(cost.calls, 3, "the agents were queried: {cost:?}");
+    // Its next heartbeat passes its entry's bound and rewrites it: two calls again.
+    reported_ago(&state, &secret, &lagging, "idle", 5).await;
+    let (_, body, cost) = counted.get(&pool, &owners).await;
+    assert_eq!(agent_count(&body), 4, "{body}");
+    assert_eq!(cost.calls, 2, "{cost:?}");
+    // Gone: its entry goes with it.
+    reported_ago(&state, &secret, &lagging, "exited", 1).await;
+    let (_, body, cost) = counted.get(&pool, &owners).await;
+    assert_eq!((agent_count(&body), cost.calls), (&json!(3), 2), "{body} {cost:?}");
+    app.stop().await;
+}
+
+/// Heartbeats rewrite only the agent's own item, and its index entry once a ping timeout: the
+/// index is not a hot item.
+#[tokio::test]
+async fn heartbeats_rewrite_a_pools_live_index_once_a_ping_timeout() {
+    let (app, owners) = TestApp::spawn_with_organization(agents_config(), "acme").await;
+    let (_, secret) = super::agent_capacity::pool_and_token(&app, &owners).await;
+    let mut state = app.second_state().await;
+    let (store, counters) = CountingStore::wrap(state.store.clone());
+    state.store = store;
+    let agent = registered_ago(&state, &secret, 100).await;
+    let mut written = Vec::new();
+    for seconds_ago in [90, 60, 41, 39, 10] {
+        let before = counters.snapshot();
+        reported_ago(&state, &secret, &agent, "idle", seconds_ago).await;
+        written.push((counters.snapshot() - before).items_written);
+    }
+    // Its entry says good until 40 s ago: the report 39 s ago is the first to reach it.
+    assert_eq!(written, [2, 2, 2, 3, 2], "the agent and its token's last use; the index with the fourth report");
+    app.stop().await;
+}
+
+/// A pool stored before live indexes existed (here: its index removed from under it) counts its
+/// agents by a query once, and that read repairs the index.
+#[tokio::test]
+async fn a_pool_without_a_live_index_counts_its_agents_and_repairs_it() {
+    let (app, owners) = TestApp::spawn_with_organization(agents_config(), "acme").await;
+    let (pool_id, secret) = super::agent_capacity::pool_and_token(&app, &owners).await;
+    let state = app.second_state().await;
+    registered_ago(&state, &secret, 10).await;
+    let org = app.get("/api/v2/organizations/acme", &owners).await;
+    let org_id = org.body["data"]["attributes"]["external-id"].as_str().unwrap().to_owned();
+    let index = hangar::store::keys::pool_live_agents(&org_id, &pool_id);
+    state.store.delete(&index, hangar::store::Condition::Always).await.unwrap();
+    // An agent registered while the index is missing adds to it, but does not complete it.
+    registered_ago(&state, &secret, 5).await;
+
+    let pool = format!("/api/v2/agent-pools/{pool_id}");
+    let counted = Counted::on(&app).await;
+    let (_, body, cost) = counted.get(&pool, &owners).await;
+    assert_eq!(agent_count(&body), 2, "{body}");
+    assert_eq!(cost.calls, 4, "the agents queried, the index repaired: {cost:?}");
+    let (_, body, cost) = counted.get(&pool, &owners).await;
+    assert_eq!((agent_count(&body), cost.calls), (&json!(2), 2), "repaired: {body} {cost:?}");
     app.stop().await;
 }

@@ -19,6 +19,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::error::{AgentsError, Result};
+use super::live_index;
 use super::pools;
 use super::tokens;
 use crate::accounts::access;
@@ -28,7 +29,8 @@ use crate::config::Config;
 use crate::ids::{new_id, Kind};
 use crate::state::AppState;
 use crate::store::{
-    keys, pointer, query_all_as, retry_on_race, schedule, Condition, Index, Item, ItemStore, Key, UpdateOp, Write,
+    collection_index, keys, pointer, query_all_as, retry_on_race, schedule, Condition, Index, Item, ItemStore, Key,
+    UpdateOp, Write,
 };
 
 pub const IDLE: &str = "idle";
@@ -70,18 +72,22 @@ pub struct Agent {
     /// When it exited or errored; the retention period runs from here.
     #[serde(default)]
     pub ended_at: Option<String>,
+    /// The `until` of the agent's entry in its pool's live index: its heartbeats rewrite the
+    /// entry once they reach it (see [`live_index`]).
+    #[serde(default)]
+    pub indexed_until: Option<String>,
 }
 
 impl pointer::Addressed for Agent {
     const KIND: Kind = Kind::Agent;
 }
 
-fn parse_time(at: &str) -> DateTime<Utc> {
+pub(super) fn parse_time(at: &str) -> DateTime<Utc> {
     DateTime::parse_from_rfc3339(at).map_or(DateTime::<Utc>::MIN_UTC, |at| at.with_timezone(&Utc))
 }
 
 /// `at` plus a setting's duration, never an overflow whatever the setting.
-fn after(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
+pub(super) fn after(at: DateTime<Utc>, duration: std::time::Duration) -> DateTime<Utc> {
     chrono::Duration::from_std(duration)
         .ok()
         .and_then(|duration| at.checked_add_signed(duration))
@@ -93,18 +99,18 @@ impl Agent {
         keys::agent(&self.org_id, &self.pool_id, &self.id)
     }
 
-    fn last_ping(&self) -> DateTime<Utc> {
+    pub(super) fn last_ping(&self) -> DateTime<Utc> {
         parse_time(&self.last_ping_at)
     }
 
     /// Whether the agent last reported idle or busy (whatever its silence makes of that).
-    fn reported_live(&self) -> bool {
+    pub(super) fn reported_live(&self) -> bool {
         self.status == IDLE || self.status == BUSY
     }
 
     /// When a silent agent becomes `errored`: the ping timeout, then the errored window.
     fn errored_at(&self, config: &Config) -> DateTime<Utc> {
-        after(after(self.last_ping(), config.agent_ping_timeout), config.agent_errored_after)
+        errored_at(config, self.last_ping())
     }
 
     /// When the scheduled job next has work with the agent: release it once errored, or prune
@@ -138,7 +144,12 @@ impl Agent {
 
     /// Counted by a pool's `agent-count` and against the limit: idle, busy and unknown agents.
     pub fn counts(&self, state: &AppState) -> bool {
-        matches!(self.status(state), IDLE | BUSY | UNKNOWN)
+        self.counts_at(&state.config, Utc::now())
+    }
+
+    /// [`Agent::counts`] at `now`.
+    pub(super) fn counts_at(&self, config: &Config, now: DateTime<Utc>) -> bool {
+        matches!(self.status_at(config, now), IDLE | BUSY | UNKNOWN)
     }
 
     /// The item: on the job's schedule, and on the organization's index of slot holders by
@@ -164,6 +175,12 @@ impl Agent {
             .and(Condition::equals("status", self.status.clone()))
             .and(Condition::equals("holds_slot", self.holds_slot))
     }
+}
+
+/// When an agent that last pinged at `last_ping` becomes `errored`: the ping timeout, then the
+/// errored window.
+pub(super) fn errored_at(config: &Config, last_ping: DateTime<Utc>) -> DateTime<Utc> {
+    after(after(last_ping, config.agent_ping_timeout), config.agent_errored_after)
 }
 
 /// Takes one live-agent slot, if the organization has one free.
@@ -198,10 +215,12 @@ fn at_limit(config: &Config) -> AgentsError {
 fn ending(config: &Config, agent: &Agent, mut next: Agent, ended_at: DateTime<Utc>) -> Result<(Agent, Vec<Write>)> {
     next.holds_slot = false;
     next.ended_at = Some(timestamp(ended_at));
+    let share = live_index::share(config, Some(agent), &mut next)?;
     let mut writes = vec![Write::Put { item: next.to_item(config)?, condition: agent.unchanged() }];
     if agent.holds_slot {
         writes.push(free_slot(&agent.org_id));
     }
+    writes.extend(share);
     Ok((next, writes))
 }
 
@@ -284,7 +303,7 @@ pub async fn register_at(
     let store = state.store.as_ref();
     let pool = pools::load(store, &keys::agent_pool(&grant.org_id, &grant.pool_id)).await?;
     let at = timestamp(now);
-    let agent = Agent {
+    let mut agent = Agent {
         id: new_id("agent"),
         org_id: pool.org_id.clone(),
         pool_id: pool.id.clone(),
@@ -296,8 +315,10 @@ pub async fn register_at(
         token_id: Some(grant.token_id.clone()),
         holds_slot: true,
         ended_at: None,
+        indexed_until: None,
     };
-    let writes = vec![
+    let share = live_index::share(&state.config, None, &mut agent)?;
+    let mut writes = vec![
         claim_slot(&state.config, &agent.org_id),
         Write::Put { item: agent.to_item(&state.config)?, condition: Condition::NotExists },
         pointer::create(&agent.id, &agent.key())?,
@@ -305,8 +326,9 @@ pub async fn register_at(
         // fails (and is retried) rather than leave this agent behind.
         Write::Update { key: pool.key(), ops: vec![UpdateOp::Add("revision".into(), 1)], condition: Condition::Exists },
     ];
+    writes.extend(share);
     for _ in 0..=RELEASE_ATTEMPTS {
-        match store.transact(writes.clone()).await {
+        match collection_index::transact(store, writes.clone()).await {
             Ok(()) => {
                 tokens::touch(state, grant).await;
                 return Ok(agent);
@@ -355,18 +377,20 @@ pub async fn report_at(
         next.last_ping_at = timestamp(now);
         let (next, writes, claims) = if status == IDLE || status == BUSY {
             next.holds_slot = true;
+            let share = live_index::share(config, Some(&agent), &mut next)?;
             let mut writes = vec![Write::Put { item: next.to_item(config)?, condition: agent.unchanged() }];
             // Only an agent recorded before slots were counted holds none while live.
             let claims = !agent.holds_slot;
             if claims {
                 writes.push(claim_slot(config, &agent.org_id));
             }
+            writes.extend(share);
             (next, writes, claims)
         } else {
             let (next, writes) = ending(config, &agent, next, now)?;
             (next, writes, false)
         };
-        match store.transact(writes).await {
+        match collection_index::transact(store, writes).await {
             Ok(()) => Ok(Some(next)),
             Err(e) if claims && e.failed_write() == Some(1) => Err(at_limit(config)),
             Err(e) if e.is_condition_failed() => Ok(None),
@@ -411,6 +435,7 @@ fn deletion(agent: &Agent, condition: Condition) -> Vec<Write> {
     if agent.holds_slot {
         writes.push(free_slot(&agent.org_id));
     }
+    writes.extend(live_index::removal(agent));
     writes
 }
 
@@ -433,30 +458,25 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
     })
 }
 
-/// The writes that remove an agent with its pointer, for a pool being deleted. An agent that
-/// holds a slot gives it back first, in a transaction of its own with the counter, so the count
-/// stays exact however the pool's deletion is split; should the deletion then fail, the agent
-/// claims a slot again with its next report.
-pub(super) async fn removal(state: &AppState, agent: &Agent) -> Result<Vec<Write>> {
-    if agent.holds_slot {
-        let (partition, sort) = Index::Gsi2.key_attrs();
-        let release = Write::Update {
-            key: agent.key(),
-            ops: vec![
-                UpdateOp::set("holds_slot", false),
-                UpdateOp::Remove(partition.into()),
-                UpdateOp::Remove(sort.into()),
-            ],
-            condition: Condition::equals("holds_slot", true),
-        };
-        match state.store.transact(vec![release, free_slot(&agent.org_id)]).await {
-            Ok(()) => {}
-            // Released (or deleted) meanwhile: nothing to give back.
-            Err(e) if e.is_condition_failed() => {}
-            Err(e) => return Err(e.into()),
-        }
+/// The writes that remove an agent with its pointer, for a pool being deleted (each conditional
+/// on `pool_unchanged`). An agent that holds a slot or is in the pool's live index is removed at
+/// once instead, in a transaction of its own with the counter and the index, so both stay exact
+/// however the pool's deletion is split.
+pub(super) async fn removal(state: &AppState, agent: &Agent, pool_unchanged: &Write) -> Result<Vec<Write>> {
+    if !agent.holds_slot && !agent.reported_live() {
+        return Ok(vec![Write::Delete { key: agent.key(), condition: Condition::Always }, pointer::remove(&agent.id)]);
     }
-    Ok(vec![Write::Delete { key: agent.key(), condition: Condition::Always }, pointer::remove(&agent.id)])
+    // Whatever its heartbeats change meanwhile, so long as it still holds its slot and entry.
+    let unchanged =
+        Condition::equals("holds_slot", agent.holds_slot).and(Condition::equals("status", agent.status.clone()));
+    let mut writes = deletion(agent, unchanged);
+    writes.push(pool_unchanged.clone());
+    match state.store.transact(writes).await {
+        Err(e) if e.is_condition_failed() => {
+            Err(AgentsError::Conflict("An agent of the pool changed while the pool was being deleted; retry.".into()))
+        }
+        other => Ok(other.map(|()| Vec::new())?),
+    }
 }
 
 /// What a scheduled run did.

@@ -3,9 +3,11 @@
 //! each pool kept on the pool so one read renders it. As in HCP Terraform, a pool that
 //! workspaces run on cannot be deleted, and scoping a pool never moves a workspace off it.
 
+use chrono::Utc;
 use serde::{Deserialize, Serialize};
 
 use super::error::{AgentsError, Result};
+use super::live_index;
 pub use super::pool::AgentPool;
 use crate::accounts::access::{self, Organization, ACTIVE};
 use crate::accounts::workspaces::{self, Workspace};
@@ -81,9 +83,32 @@ pub async fn get_in(
     Ok((pool, org))
 }
 
+/// The pool `id`, if the principal may read it, with its organization and how many of its agents
+/// count (its `agent-count`): the pool, the organization and the pool's live index are read in
+/// one batch.
+pub async fn show(state: &AppState, principal: &Principal, id: &str) -> Result<(AgentPool, Organization, usize)> {
+    let store = state.store.as_ref();
+    let org_id = organization_of(store, principal, id).await?;
+    let wanted = [keys::agent_pool(&org_id, id), live_index::key(&org_id, id)];
+    let (org, mut found) = access::by_id_with(store, principal, &org_id, Permission::Read, &wanted).await?;
+    let index = found.pop().flatten();
+    let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
+    let counts = live_index::counts(store, &state.config, std::slice::from_ref(&pool), &[index], Utc::now()).await?;
+    Ok((pool, org, counts[0]))
+}
+
+/// How many agents of each pool count (their `agent-count`), the pools' live indexes read in
+/// one batch.
+pub async fn agent_counts(state: &AppState, pools: &[AgentPool]) -> Result<Vec<usize>> {
+    let store = state.store.as_ref();
+    let wanted: Vec<Key> = pools.iter().map(|pool| live_index::key(&pool.org_id, &pool.id)).collect();
+    let indexes = store.get_many(&wanted).await?;
+    live_index::counts(store, &state.config, pools, &indexes, Utc::now()).await
+}
+
 /// The most workspaces one request may add to a pool's `allowed-workspaces`: each is written in
 /// the pool's transaction, which holds at most [`MAX_TRANSACTION_WRITES`].
-pub const MAX_ALLOWED_ADDED: usize = MAX_TRANSACTION_WRITES - 4;
+pub const MAX_ALLOWED_ADDED: usize = MAX_TRANSACTION_WRITES - 5;
 
 /// The pool's new `allowed-workspaces` and the writes that record it on the workspaces it adds.
 /// Every added entry must name a workspace of the organization; entries the pool lists already
@@ -162,6 +187,7 @@ pub async fn create(
             name_claim(&pool)?,
             pointer::create(&pool.id, &pool.key())?,
             count,
+            live_index::created(&pool.org_id, &pool.id),
         ];
         writes.extend(allowances);
         match store.transact(writes).await {
@@ -177,7 +203,7 @@ pub async fn create(
                 ),
             )),
             // A workspace it allows changed meanwhile.
-            Err(e) if e.failed_write().is_some_and(|i| i > 3) => Ok(None),
+            Err(e) if e.failed_write().is_some_and(|i| i > 4) => Ok(None),
             Err(e) => Err(e.into()),
         }
     })
@@ -334,9 +360,10 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
         ));
     }
     let unchanged = Write::Check { key: pool.key(), condition: Condition::equals("revision", pool.revision) };
-    let writes = super::owned_by_pool(state, &org.id, &pool.id).await?;
+    let writes = super::owned_by_pool(state, &org.id, &pool.id, &unchanged).await?;
     let finale = vec![
         Write::Delete { key: pool.key(), condition: Condition::equals("revision", pool.revision) },
+        Write::Delete { key: live_index::key(&org.id, &pool.id), condition: Condition::Always },
         Write::Delete { key: keys::agent_pool_name(&org.id, &pool.name), condition: Condition::Always },
         pointer::remove(&pool.id),
         Write::Update {

@@ -37,21 +37,23 @@ async fn render_pools(
     pools: &[AgentPool],
     include: bool,
 ) -> Result<(Vec<Resource>, Vec<Resource>)> {
-    let store = state.store.as_ref();
-    let (mut resources, mut included) = (Vec::new(), Vec::new());
-    // Every pool's agents are queried together, not one pool after another.
-    let agents = futures::future::try_join_all(pools.iter().map(|pool| agents::of_pool(store, &pool.org_id, &pool.id)));
-    for (pool, agents) in pools.iter().zip(agents.await?) {
-        resources.push(render::pool(pool, &org.name, agents.iter().filter(|a| a.counts(state)).count()));
-        if include {
-            for id in &pool.workspaces {
-                if let Some(workspace) = pointer::resolve::<Workspace>(store, id).await.map_err(ApiError::from)? {
-                    included.push(crate::accounts::render::workspace(&workspace, &org.name));
-                }
-            }
+    let counts = pools::agent_counts(state, pools).await?;
+    let resources = pools.iter().zip(counts).map(|(pool, count)| render::pool(pool, &org.name, count)).collect();
+    let included = if include { attached_workspaces(state, org, pools).await? } else { Vec::new() };
+    Ok((resources, included))
+}
+
+/// The workspaces attached to the pools, rendered for `included`.
+async fn attached_workspaces(state: &AppState, org: &Organization, pools: &[AgentPool]) -> Result<Vec<Resource>> {
+    let mut included = Vec::new();
+    for id in pools.iter().flat_map(|pool| &pool.workspaces) {
+        if let Some(workspace) =
+            pointer::resolve::<Workspace>(state.store.as_ref(), id).await.map_err(ApiError::from)?
+        {
+            included.push(crate::accounts::render::workspace(&workspace, &org.name));
         }
     }
-    Ok((resources, included))
+    Ok(included)
 }
 
 fn includes_workspaces(listing_include: Option<&str>) -> Result<bool> {
@@ -151,27 +153,12 @@ async fn show_pool(
     listing: Listing,
 ) -> Result<Document> {
     let include = includes_workspaces(listing.params.non_empty("include"))?;
-    // Once the organization is known (a team's own, or from the id's pointer), the pool's
-    // agents are queried beside the pool's read (a query no batch can hold) rather than after
-    // it; their answer is used only if the pool proves to be there.
-    let store = state.store.as_ref();
-    let org_id = pools::organization_of(store, &principal, &id).await?;
-    let read = pools::get_in(store, &principal, &org_id, &id, Permission::Read);
-    let early = async {
-        match include {
-            false => Some(agents::of_pool(store, &org_id, &id).await),
-            true => None,
-        }
-    };
-    let (read, early) = futures::join!(read, early);
-    let (pool, org) = read?;
-    if let Some(agents) = early {
-        let live = agents?.iter().filter(|a| a.counts(&state)).count();
-        return Ok(Document::one(render::pool(&pool, &org.name, live)));
+    let (pool, org, count) = pools::show(&state, &principal, &id).await?;
+    let document = Document::one(render::pool(&pool, &org.name, count));
+    if !include {
+        return Ok(document);
     }
-    let (mut resources, included) = render_pools(&state, &org, &[pool], include).await?;
-    let document = Document::one(resources.remove(0));
-    Ok(if include { document.included(included) } else { document })
+    Ok(document.included(attached_workspaces(&state, &org, std::slice::from_ref(&pool)).await?))
 }
 
 async fn update_pool(

@@ -17,6 +17,7 @@
 //! | agent token | `ORG#<org-id>` | `AGENTTOKEN#<pool-id>#<token-id>` | |
 //! | agent | `ORG#<org-id>` | `AGENT#<pool-id>#<agent-id>` | `AGENTDUE` / `<due>#<agent-id>`; GSI2 `AGENTLIVE#<org-id>` / `<errored-at>#<agent-id>` while it holds a slot |
 //! | live-agent counter | `ORG#<org-id>` | `AGENTS#LIVE` | |
+//! | a pool's index of its live agents: one attribute each | `ORG#<org-id>` | `POOLLIVE#<pool-id>` | |
 //! | VCS connection (OAuth client), its OAuth token | `ORG#<org-id>` | `OAUTHCLIENT#<id>`, `OAUTHTOKEN#<id>` | |
 //! | broker service token (TTL) | `VTOKEN#<sha256-hex>` | `VTOKEN` | |
 //! | broker ACL policy, mount | `BROKER` | `POLICY#<name>`, `MOUNT#<path>` | |
@@ -195,11 +196,6 @@ pub fn version_index(org_id: &str, name: &str, provider: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("VIDX#{name}#{provider}"))
 }
 
-/// Whether `key` is a module's version index.
-pub fn is_version_index(key: &Key) -> bool {
-    key.sk.starts_with("VIDX#")
-}
-
 /// A module's download count, apart from the module so that downloads never contend with
 /// changes to it.
 pub fn module_downloads(org_id: &str, namespace: Option<&str>, name: &str, provider: &str) -> Key {
@@ -238,6 +234,11 @@ pub fn agent(org_id: &str, pool_id: &str, agent_id: &str) -> Key {
 
 pub fn agents(org_id: &str, pool_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("AGENT#{pool_id}#"))
+}
+
+/// A pool's index of its live agents (see `agents::live_index`).
+pub fn pool_live_agents(org_id: &str, pool_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("POOLLIVE#{pool_id}"))
 }
 
 /// The organization's count of agents holding a live-agent slot.

@@ -3,6 +3,7 @@
 //! all-or-nothing transactions, TTL), with two adapters: [`SqliteStore`] for local runs and
 //! [`DynamoStore`] for AWS. Key strings are built in [`keys`] and nowhere else.
 
+pub mod collection_index;
 mod condition;
 mod dynamo;
 pub mod keys;
