@@ -14,7 +14,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::agents::{after, errored_at, parse_time, Agent};
+use super::agent::{after, errored_at, of_pool, parse_time, Agent};
 use super::error::Result;
 use super::pool::AgentPool;
 use crate::api::timestamp;
@@ -109,7 +109,7 @@ pub(super) async fn counts(
         if let Some(count) = counted(config, index.as_ref(), now)? {
             return Ok(count);
         }
-        let agents = super::agents::of_pool(store, org_id, pool_id).await?;
+        let agents = of_pool(store, org_id, pool_id).await?;
         if collection_index::entries::<LiveEntry>(index.as_ref(), ENTRY_PREFIX)?.is_none() {
             let live = agents.iter().filter(|agent| agent.reported_live());
             let entries = live.map(|agent| (entry_name(agent), repaired_entry(config, agent))).collect();

@@ -1,6 +1,7 @@
 //! Agent pools, agent tokens and agents (function `agent-pools`), and the agent-facing
 //! gateway that real agents register and report to (function `agent-gateway`).
 
+mod agent;
 #[allow(clippy::module_inception)]
 pub mod agents;
 mod error;
@@ -30,7 +31,7 @@ async fn owned_by_pool(
     let tokens: Vec<tokens::AgentToken> =
         query_all_as(store, crate::store::keys::agent_tokens(org_id, pool_id)).await?;
     let mut writes: Vec<Write> = tokens.iter().flat_map(tokens::AgentToken::removal).collect();
-    for agent in agents::of_pool(store, org_id, pool_id).await? {
+    for agent in agent::of_pool(store, org_id, pool_id).await? {
         writes.extend(agents::removal(state, &agent, pool_unchanged).await?);
     }
     Ok(writes)
