@@ -17,6 +17,18 @@ pub enum Edition {
     Enterprise,
 }
 
+/// Which certificate authorities the AWS clients trust (`HANGAR_AWS_TRUST`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AwsTrust {
+    /// Amazon Trust Services' roots, compiled in: every AWS endpoint's certificate chains to
+    /// one, and nothing is read or parsed beyond them at a start.
+    #[default]
+    Amazon,
+    /// The operating system's store (`SSL_CERT_FILE`, `SSL_CERT_DIR`, the platform's bundle):
+    /// for an endpoint behind a private CA, e.g. a TLS-inspecting proxy or an AWS emulator.
+    System,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StoreKind {
     Sqlite,
@@ -27,6 +39,7 @@ pub enum StoreKind {
 pub struct Config {
     pub edition: Edition,
     pub store: StoreKind,
+    pub aws_trust: AwsTrust,
     pub data_dir: PathBuf,
     pub table: String,
     pub bucket: String,
@@ -271,6 +284,7 @@ impl Default for Config {
         Self {
             edition: Edition::Hosted,
             store: StoreKind::Sqlite,
+            aws_trust: AwsTrust::Amazon,
             data_dir: PathBuf::from(".hangar"),
             table: "hangar".into(),
             bucket: "hangar-archives".into(),
@@ -331,6 +345,16 @@ impl Config {
                 })
             }
         };
+        let aws_trust = match var("HANGAR_AWS_TRUST").as_deref() {
+            None | Some("amazon") => AwsTrust::Amazon,
+            Some("system") => AwsTrust::System,
+            Some(other) => {
+                return Err(ConfigError {
+                    name: "HANGAR_AWS_TRUST",
+                    problem: format!("`{other}` is not amazon or system"),
+                })
+            }
+        };
         let max_upload_bytes = number(var, "HANGAR_MAX_UPLOAD_BYTES", defaults.max_upload_bytes, range::UPLOAD_BYTES)?;
         let limits = defaults.archive_limits;
         let archive_limits = ArchiveLimits {
@@ -357,6 +381,7 @@ impl Config {
         Ok(Self {
             edition,
             store,
+            aws_trust,
             data_dir: var("HANGAR_DATA_DIR").map(PathBuf::from).unwrap_or(defaults.data_dir),
             table: var("HANGAR_TABLE").unwrap_or(defaults.table),
             bucket: var("HANGAR_BUCKET").unwrap_or(defaults.bucket),

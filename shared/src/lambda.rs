@@ -30,7 +30,7 @@ pub const FUNCTIONS: [&str; 10] = [
 pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
     init_tracing(true);
     let mut config = Config::from_env()?;
-    let aws = AwsBase::default();
+    let aws = AwsBase::new(config.aws_trust);
     bootstrap_tokens_from_secrets(&mut config, &aws).await?;
     let state = AppState::build_with::<B>(config, false, aws).await?;
     install_tokens(&state, Unconfigured::Leave).await?;

@@ -63,7 +63,8 @@ impl AppState {
     /// Builds the store and blob adapters the configuration names. With `init`, the DynamoDB
     /// table and S3 bucket are created when missing.
     pub async fn build(config: Config, init: bool) -> Result<Self, BootError> {
-        Self::build_with::<WithS3>(config, init, AwsBase::default()).await
+        let aws = AwsBase::new(config.aws_trust);
+        Self::build_with::<WithS3>(config, init, aws).await
     }
 
     /// The same, with `B` as the blob adapter when deployed (a type rather than a value, so

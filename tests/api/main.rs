@@ -6,6 +6,7 @@ mod accounts;
 mod agent_capacity;
 mod agent_pool_rules;
 mod agent_pools;
+mod aws_trust;
 mod bootstrap;
 mod broker;
 mod dev_server;

@@ -8,23 +8,42 @@
 //! Nothing is loaded until a client is first wanted, so a process that never calls AWS
 //! (dev-server on its embedded store) never reads the environment's AWS settings or any
 //! certificate.
+//!
+//! Which authorities that client trusts is [`AwsTrust`]: by default Amazon Trust Services'
+//! five roots, compiled in (`amazon-roots.pem`), which every AWS endpoint chains to. Parsing the
+//! platform's bundle of some 140 roots (or, on a host, a directory of them) was the largest
+//! single cost of a cold start (BENCHMARKS.md, "Cold init"), and trusting only AWS's own CAs for
+//! calls that carry AWS credentials narrows who could intercept them. `HANGAR_AWS_TRUST=system`
+//! trusts the platform's store instead, for an endpoint behind a private CA.
 
 use std::sync::{Arc, OnceLock};
 
 use aws_config::{BehaviorVersion, SdkConfig};
-use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode};
+use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use tokio::sync::OnceCell;
+
+use crate::config::AwsTrust;
+
+/// Amazon Root CA 1–4 and Starfield Services Root CA G2 (which cross-signs Amazon Root CA 1 for
+/// older clients), as Mozilla's list (Debian's ca-certificates) has them.
+const AMAZON_ROOTS: &str = include_str!("amazon-roots.pem");
 
 /// The process's shared SDK configuration and HTTP client, each made on first use; clones share
 /// them.
 #[derive(Clone, Default)]
 pub struct AwsBase {
+    trust: AwsTrust,
     http: Arc<OnceLock<SharedHttpClient>>,
     config: Arc<OnceCell<SdkConfig>>,
 }
 
 impl AwsBase {
+    /// A base whose clients trust `trust`'s authorities.
+    pub fn new(trust: AwsTrust) -> Self {
+        Self { trust, ..Self::default() }
+    }
+
     /// The configuration from the environment (the SDK's default chains), with the one HTTP
     /// client every service client built from it shares.
     pub async fn config(&self) -> &SdkConfig {
@@ -34,10 +53,49 @@ impl AwsBase {
 
     /// The one HTTPS client, for clients configured apart from the environment (the broker's,
     /// from a mount's root configuration): rustls on aws-lc, the crypto the rest of Hangar uses,
-    /// trusting the system's roots as the SDK does by default. Its connector and TLS
-    /// configuration are built on the first call that needs them, then reused.
+    /// trusting [`AwsTrust`]'s roots. Its connector and TLS configuration are built on the first
+    /// call that needs them, then reused.
     pub fn http_client(&self) -> SharedHttpClient {
-        let build = || aws_smithy_http_client::Builder::new().tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc));
-        self.http.get_or_init(|| build().build_https()).clone()
+        let trust = match self.trust {
+            AwsTrust::Amazon => TrustStore::empty().with_native_roots(false).with_pem_certificate(AMAZON_ROOTS),
+            AwsTrust::System => TrustStore::default(),
+        };
+        let build = || {
+            let tls = TlsContext::builder().with_trust_store(trust).build().expect("a TLS context of roots alone");
+            aws_smithy_http_client::Builder::new()
+                .tls_provider(tls::Provider::Rustls(CryptoMode::AwsLc))
+                .tls_context(tls)
+                .build_https()
+        };
+        self.http.get_or_init(build).clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+
+    use super::AMAZON_ROOTS;
+
+    /// The SDK parses the compiled-in roots when it builds its connector and panics on a bad one.
+    #[test]
+    fn the_compiled_in_roots_are_amazons_five_and_all_parse() {
+        let roots: Vec<CertificateDer> =
+            CertificateDer::pem_slice_iter(AMAZON_ROOTS.as_bytes()).collect::<Result<_, _>>().unwrap();
+        assert_eq!(roots.len(), 5);
+        let mut store = rustls::RootCertStore::empty();
+        let (valid, invalid) = store.add_parsable_certificates(roots);
+        assert_eq!((valid, invalid), (5, 0));
+        let subjects = AMAZON_ROOTS.lines().filter(|line| line.starts_with("# ")).collect::<Vec<_>>().join("\n");
+        for name in [
+            "Amazon Root CA 1",
+            "Amazon Root CA 2",
+            "Amazon Root CA 3",
+            "Amazon Root CA 4",
+            "Starfield Services Root Certificate Authority - G2",
+        ] {
+            assert!(subjects.contains(&format!("CN = {name} ")), "{name}: {subjects}");
+        }
     }
 }
