@@ -16,6 +16,29 @@ pub use hangar::lambda::FUNCTIONS;
 const BASELINE: &str = "hello-lambda";
 const ROUNDS: usize = 25;
 
+/// A start to time: its label in the table, the binary, and settings beyond the template's.
+pub struct Start {
+    pub label: String,
+    pub binary: &'static str,
+    pub settings: Vec<(&'static str, &'static str)>,
+}
+
+impl Start {
+    pub fn of(binary: &'static str) -> Start {
+        Start { label: binary.to_owned(), binary, settings: Vec::new() }
+    }
+
+    /// `binary` with its AWS clients trusting the platform's store (`HANGAR_AWS_TRUST=system`),
+    /// beside the default (Amazon's roots compiled in): the figure behind the choice.
+    pub fn with_system_trust(binary: &'static str) -> Start {
+        Start {
+            label: format!("{binary}, `HANGAR_AWS_TRUST=system`"),
+            binary,
+            settings: vec![("HANGAR_AWS_TRUST", "system")],
+        }
+    }
+}
+
 pub async fn run(binaries: &Path) -> String {
     let (polled, mut first_polls) = mpsc::unbounded_channel::<Instant>();
     let app = Router::new().route(
@@ -30,22 +53,23 @@ pub async fn run(binaries: &Path) -> String {
     let runtime_api = listener.local_addr().expect("an address").to_string();
     tokio::spawn(async move { axum::serve(listener, app).await });
 
-    let names: Vec<&str> = std::iter::once(BASELINE).chain(FUNCTIONS).collect();
-    let mut samples = vec![[Samples::default(), Samples::default()]; names.len()];
+    let mut starts: Vec<Start> = std::iter::once(BASELINE).chain(FUNCTIONS).map(Start::of).collect();
+    starts.push(Start::with_system_trust("registry-api"));
+    let mut samples = vec![[Samples::default(), Samples::default()]; starts.len()];
     for _ in 0..ROUNDS {
-        for (name, samples) in names.iter().zip(samples.iter_mut()) {
+        for (start, samples) in starts.iter().zip(samples.iter_mut()) {
             for (trust_store, samples) in TrustStore::BOTH.into_iter().zip(samples.iter_mut()) {
-                let binary = binaries.join(name);
-                samples.push(init_time(&binary, name, trust_store, &runtime_api, &mut first_polls).await);
+                samples.push(init_time(binaries, start, trust_store, &runtime_api, &mut first_polls).await);
             }
         }
     }
-    let rows = trust_store_rows(&names, &samples);
+    let rows = trust_store_rows(&starts, &samples);
     format!(
         "### Cold init\n\nExec to first `GET /2018-06-01/runtime/invocation/next` against a local Runtime API \
          stand-in, {ROUNDS} rounds interleaved; the environment is the template's (DynamoDB store, KMS sealing) \
          with static credentials and no bootstrap-token secrets. Right: with `SSL_CERT_FILE` naming the host's \
-         bundle file, so that only it is read, as on Lambda's images.\n\n{}",
+         bundle file, so that only it is read, as on Lambda's images (which only `HANGAR_AWS_TRUST=system` \
+         reads).\n\n{}",
         table(
             &["binary", "median", "p90", "vs lambda_http hello", "median, bundle only", "vs hello, bundle only"],
             &rows
@@ -53,16 +77,16 @@ pub async fn run(binaries: &Path) -> String {
     )
 }
 
-/// One row per binary: median, p90 and ratio against the first binary's median with the host's
+/// One row per start: median, p90 and ratio against the first start's median with the host's
 /// store, then median and ratio with the bundle only.
-pub fn trust_store_rows(names: &[&str], samples: &[[Samples; 2]]) -> Vec<Vec<String>> {
+pub fn trust_store_rows(starts: &[Start], samples: &[[Samples; 2]]) -> Vec<Vec<String>> {
     let baseline = [samples[0][0].median().as_secs_f64(), samples[0][1].median().as_secs_f64()];
-    names
+    starts
         .iter()
         .zip(samples)
-        .map(|(name, [host, bundle])| {
+        .map(|(start, [host, bundle])| {
             vec![
-                name.to_string(),
+                start.label.clone(),
                 micros(host.median()),
                 micros(host.percentile(0.9)),
                 ratio(host.median().as_secs_f64(), baseline[0]),
@@ -74,17 +98,19 @@ pub fn trust_store_rows(names: &[&str], samples: &[[Samples; 2]]) -> Vec<Vec<Str
 }
 
 async fn init_time(
-    binary: &Path,
-    name: &str,
+    binaries: &Path,
+    start: &Start,
     trust_store: TrustStore,
     runtime_api: &str,
     first_polls: &mut mpsc::UnboundedReceiver<Instant>,
 ) -> Duration {
-    let mut command = Command::new(binary);
+    let (binary, name) = (binaries.join(start.binary), start.label.as_str());
+    let mut command = Command::new(&binary);
     command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(lambda_environment(name, runtime_api));
+        .envs(lambda_environment(start.binary, runtime_api))
+        .envs(start.settings.iter().copied());
     trust_store.apply(&mut command);
     let started = Instant::now();
     let mut child = command

@@ -18,7 +18,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::api::{module_path, ORG};
-use crate::cold::{lambda_environment, trust_store_rows, TrustStore};
+use crate::cold::{lambda_environment, trust_store_rows, Start, TrustStore};
 use crate::prod_path::Deployment;
 use crate::stats::{table, Samples};
 
@@ -128,17 +128,17 @@ fn get_module_event(token: &str) -> Bytes {
 pub async fn run(binaries: &Path, deployment: &Deployment) -> String {
     let mut stand_in = StandIn::start().await;
     let event = get_module_event(&deployment.team_token);
-    let names = [BASELINE, FUNCTION];
-    let mut samples = [[Samples::default(), Samples::default()], [Samples::default(), Samples::default()]];
+    let starts = [Start::of(BASELINE), Start::of(FUNCTION), Start::with_system_trust(FUNCTION)];
+    let mut samples = vec![[Samples::default(), Samples::default()]; starts.len()];
     for _ in 0..ROUNDS {
-        for (name, samples) in names.iter().zip(samples.iter_mut()) {
+        for (start, samples) in starts.iter().zip(samples.iter_mut()) {
             for (trust_store, samples) in TrustStore::BOTH.into_iter().zip(samples.iter_mut()) {
-                let command = command(binaries, name, trust_store, &stand_in.address, deployment);
-                samples.push(stand_in.first_response(command, &event, name).await);
+                let command = command(binaries, start, trust_store, &stand_in.address, deployment);
+                samples.push(stand_in.first_response(command, &event, &start.label).await);
             }
         }
     }
-    let rows = trust_store_rows(&names, &samples);
+    let rows = trust_store_rows(&starts, &samples);
     format!(
         "### Cold first response\n\nExec to the first response posted to `/2018-06-01/runtime/invocation/{{id}}/response` \
          against a local Runtime API stand-in that hands out one API Gateway HTTP API (v2) event, GET module with a \
@@ -156,16 +156,17 @@ pub async fn run(binaries: &Path, deployment: &Deployment) -> String {
 
 fn command(
     binaries: &Path,
-    name: &str,
+    start: &Start,
     trust_store: TrustStore,
     runtime_api: &str,
     deployment: &Deployment,
 ) -> Command {
-    let mut command = Command::new(binaries.join(name));
+    let mut command = Command::new(binaries.join(start.binary));
     command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(lambda_environment(name, runtime_api))
+        .envs(lambda_environment(start.binary, runtime_api))
+        .envs(start.settings.iter().copied())
         .env("AWS_ENDPOINT_URL", &deployment.proxy.endpoint)
         .env("HANGAR_TABLE", &deployment.table)
         .env("HANGAR_BUCKET", &deployment.bucket)
