@@ -329,9 +329,9 @@ pub(super) async fn removal(state: &AppState, agent: &Agent, pool_unchanged: &Wr
     let mut writes = deletion(agent, unchanged);
     writes.push(pool_unchanged.clone());
     match state.store.transact(writes).await {
-        Err(e) if e.is_condition_failed() => {
-            Err(AgentsError::Conflict("An agent of the pool changed while the pool was being deleted; retry.".into()))
-        }
+        Err(e) if e.is_condition_failed() => Err(AgentsError::Conflict(
+            "The agent pool or one of its agents changed while it was being deleted; retry.".into(),
+        )),
         other => Ok(other.map(|()| Vec::new())?),
     }
 }

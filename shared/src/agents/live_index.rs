@@ -43,9 +43,8 @@ fn entry_name(agent: &Agent) -> String {
     format!("{ENTRY_PREFIX}{}", agent.id)
 }
 
-/// The entry `agent` has in the index: what its last write of the entry recorded. Every entry
-/// is the same size (two timestamps), so for an agent recorded before the index this stands in
-/// well enough for the budget's count.
+/// An entry the size of the one `agent` has in the index (every entry is two timestamps), for
+/// the budget's count of bytes.
 fn entry_of(agent: &Agent) -> LiveEntry {
     let until = agent.indexed_until.clone().unwrap_or_else(|| agent.last_ping_at.clone());
     LiveEntry { ping: agent.last_ping_at.clone(), until }
@@ -53,7 +52,8 @@ fn entry_of(agent: &Agent) -> LiveEntry {
 
 /// The index's share of a write that replaces `before` (`None` for a new agent) with `next`,
 /// if the index must change: the agent became live or stopped being so, or its ping reached
-/// its entry's `until`. Records on `next` the `until` of the entry it has.
+/// its entry's `until` (or went back, a clock behind the last writer's, below the entry's
+/// `ping`). Records on `next` the `until` of the entry it has.
 pub(super) fn share(config: &Config, before: Option<&Agent>, next: &mut Agent) -> Result<Option<Write>> {
     let before = before.filter(|before| before.reported_live());
     let index = key(&next.org_id, &next.pool_id);
@@ -62,7 +62,8 @@ pub(super) fn share(config: &Config, before: Option<&Agent>, next: &mut Agent) -
         return Ok(before.map(|before| collection_index::removal(index, entry_name(before), &entry_of(before))));
     }
     let indexed_until = before.and_then(|before| before.indexed_until.clone());
-    if indexed_until.as_deref().is_some_and(|until| next.last_ping() < parse_time(until)) {
+    let forward = before.is_some_and(|before| next.last_ping() >= before.last_ping());
+    if forward && indexed_until.as_deref().is_some_and(|until| next.last_ping() < parse_time(until)) {
         next.indexed_until = indexed_until;
         return Ok(None);
     }
