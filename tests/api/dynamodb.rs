@@ -302,3 +302,26 @@ async fn of_concurrent_uploads_to_an_s3_link_one_is_ingested_once_and_served() {
     assert!(readme.starts_with("# vpc\nUpload number "), "the README shown is one that was uploaded: {readme}");
     app.stop().await;
 }
+
+/// A read naming an item no key can (a module name past DynamoDB's 1,024-byte sort key) is a
+/// 404, also when the read is made ahead with the token's (the organization's id known).
+#[tokio::test]
+async fn a_read_of_an_over_long_name_is_a_404_on_dynamodb() {
+    let Some(app) = spawn_on_dynamodb().await else { return };
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let modules = "/api/v2/organizations/acme/registry-modules";
+    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
+    assert_eq!(app.post(modules, &owners, module).await.status, 201);
+    assert_eq!(app.get(&format!("{modules}/private/acme/vpc/aws"), &owners).await.status, 200);
+    let long = "a".repeat(2_000);
+    for path in [
+        format!("{modules}/private/acme/{long}/aws"),
+        format!("/api/registry/v1/modules/acme/{long}/aws/versions"),
+        format!("/api/registry/v1/modules/acme/vpc/{long}/versions"),
+    ] {
+        let reply = app.get(&path, &owners).await;
+        assert_eq!(reply.status, 404, "{:?}", reply.body);
+    }
+    app.stop().await;
+}

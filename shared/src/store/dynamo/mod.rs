@@ -77,9 +77,19 @@ impl DynamoStore {
     }
 }
 
+/// Whether DynamoDB could hold an item at `key`: a partition key of at most 2,048 bytes and a sort
+/// key of at most 1,024. A read of any other key (one built from a request's overlong path) names
+/// no item, and asking would fail the whole call, a batch with other keys included.
+fn storable(key: &Key) -> bool {
+    key.pk.len() <= 2048 && key.sk.len() <= 1024
+}
+
 #[async_trait]
 impl ItemStore for DynamoStore {
     async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError> {
+        if !storable(key) {
+            return Ok(None);
+        }
         let out = self
             .client
             .get_item()
@@ -95,7 +105,8 @@ impl ItemStore for DynamoStore {
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
         let mut found = std::collections::HashMap::new();
         // BatchGetItem takes at most 100 distinct keys and may leave some unprocessed.
-        let distinct: Vec<&Key> = keys.iter().collect::<std::collections::HashSet<_>>().into_iter().collect();
+        let distinct: Vec<&Key> =
+            keys.iter().filter(|key| storable(key)).collect::<std::collections::HashSet<_>>().into_iter().collect();
         for chunk in distinct.chunks(BATCH_GET_KEYS) {
             let mut wanted = KeysAndAttributes::builder()
                 .set_keys(Some(chunk.iter().map(|key| key_attrs(key)).collect()))
@@ -285,5 +296,17 @@ where
         Some("ConditionalCheckFailedException") => StoreError::ConditionFailed { write: None },
         Some(code) if THROTTLING_CODES.contains(&code) => StoreError::Throttled,
         _ => StoreError::Backend(DisplayErrorContext(&err).to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_past_dynamodbs_limits_name_no_item() {
+        assert!(storable(&Key::new("p".repeat(2048), "s".repeat(1024))));
+        assert!(!storable(&Key::new("p".repeat(2049), "s")));
+        assert!(!storable(&Key::new("p", "s".repeat(1025))));
     }
 }
