@@ -35,6 +35,35 @@ pub struct AppState {
     pub identity: Option<SharedTokenSigner>,
     /// The SDK configuration and HTTP client every AWS client of the process shares.
     pub aws: AwsBase,
+    /// Which id each organization name was last seen to have, for reading ahead.
+    pub org_hints: Arc<OrgHints>,
+}
+
+/// Which organization id each name had when this process last read its name marker: a guess that
+/// lets a request under an organization read the organization's items in its token's batch. The
+/// marker read in that same batch says whether the guess was right, so a wrong or stale one
+/// (a renamed organization) costs the read it would have saved, never a wrong answer.
+#[derive(Debug, Default)]
+pub struct OrgHints(std::sync::RwLock<std::collections::HashMap<String, String>>);
+
+impl OrgHints {
+    /// At most this many names are held; past it the guesses start over.
+    const MAX: usize = 4096;
+
+    pub fn guess(&self, name: &str) -> Option<String> {
+        self.0.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+    }
+
+    pub fn learn(&self, name: &str, org_id: &str) {
+        if self.guess(name).as_deref() == Some(org_id) {
+            return;
+        }
+        let mut hints = self.0.write().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if hints.len() >= Self::MAX {
+            hints.clear();
+        }
+        hints.insert(name.to_owned(), org_id.to_owned());
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +135,21 @@ impl AppState {
         };
         let work = Arc::new(tokio::sync::Notify::new());
         let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
-        Ok(Self { config: Arc::new(config), store, blobs, local_blobs, http, vcs, sealer, work, clouds, identity, aws })
+        let org_hints = Arc::default();
+        Ok(Self {
+            config: Arc::new(config),
+            store,
+            blobs,
+            local_blobs,
+            http,
+            vcs,
+            sealer,
+            work,
+            clouds,
+            identity,
+            aws,
+            org_hints,
+        })
     }
 }
 

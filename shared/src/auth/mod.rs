@@ -15,7 +15,7 @@ pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamG
 use crate::api::ApiError;
 use crate::ids::random_token;
 use crate::state::AppState;
-use crate::store::{keys, retry_on_race, Condition, Item, ItemStore, Key, StoreError, Write};
+use crate::store::{keys, retry_on_race, Condition, Item, ItemStore, Key, ReadAhead, Store, StoreError, Write};
 
 /// The `token_id` of the site-admin token.
 const SITE_ADMIN_TOKEN_ID: &str = "site-admin";
@@ -82,26 +82,56 @@ pub struct NameRead {
 /// principal, and the organization's name marker read in the same BatchGetItem as the token, so
 /// locating the organization costs no round trip of its own, whoever the caller is (a team's
 /// token names its organization; the site admin's does not).
+///
+/// On a route with a [`ReadPlan`], when this process has seen the organization's id before (see
+/// [`crate::state::OrgHints`]), the batch also reads the items the route will want there
+/// (`ahead`), which [`Scoped::store`] then answers from.
 #[derive(Debug, Clone)]
 pub struct Scoped {
     pub principal: Principal,
     pub name: Option<NameRead>,
+    pub ahead: Vec<(Key, Option<Item>)>,
 }
 
-/// Resolves a secret and, in the same BatchGetItem, the name marker of the organization `name`.
+impl Scoped {
+    /// A caller whose token was resolved apart, with nothing read ahead.
+    pub fn of(principal: Principal) -> Self {
+        Scoped { principal, name: None, ahead: Vec::new() }
+    }
+
+    /// The store, answering reads of the items read ahead with the token from them.
+    pub fn store(&self, store: &Store) -> ReadAhead {
+        ReadAhead::new(store.clone(), self.ahead.iter().cloned())
+    }
+}
+
+/// What a route under one organization reads there once it knows the organization's id, from its
+/// path parameters (`None`: nothing it can say ahead), beside the organization's own item.
+/// Installed on a route as an extension for [`Scoped`] to read ahead.
+#[derive(Clone, Copy)]
+pub struct ReadPlan(pub fn(org_id: &str, param: &PathParam<'_>) -> Option<Vec<Key>>);
+
+/// A path parameter of the request by name, if it has one.
+pub type PathParam<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+/// Resolves a secret and, in the same BatchGetItem, the name marker of the organization `name`
+/// and the items at `ahead`.
 pub async fn resolve_scoped(
     store: &dyn ItemStore,
     secret: &str,
     name: Option<&str>,
+    ahead: Vec<Key>,
 ) -> Result<Option<Scoped>, StoreError> {
     let hash = hash_secret(secret);
     let Some(name) = name else {
-        return Ok(principal_of(store.get(&keys::token(&hash)).await?, &hash)?
-            .map(|principal| Scoped { principal, name: None }));
+        return Ok(principal_of(store.get(&keys::token(&hash)).await?, &hash)?.map(Scoped::of));
     };
-    let mut found = store.get_many(&[keys::token(&hash), keys::organization_name(name)]).await?.into_iter();
+    let mut wanted = vec![keys::token(&hash), keys::organization_name(name)];
+    wanted.extend(ahead.iter().cloned());
+    let mut found = store.get_many(&wanted).await?.into_iter();
     let Some(principal) = principal_of(found.next().flatten(), &hash)? else { return Ok(None) };
-    Ok(Some(Scoped { principal, name: Some(NameRead { name: name.to_owned(), marker: found.next().flatten() }) }))
+    let name = Some(NameRead { name: name.to_owned(), marker: found.next().flatten() });
+    Ok(Some(Scoped { principal, name, ahead: ahead.into_iter().zip(found).collect() }))
 }
 
 /// The bootstrap record of the site-admin token: which hash was installed last.
@@ -200,7 +230,15 @@ impl FromRequestParts<AppState> for Scoped {
         // The management API names the organization `{org}`; the registry protocol, `{namespace}`.
         let param = |wanted: &str| params.as_ref()?.iter().find(|(key, _)| *key == wanted).map(|(_, value)| value);
         let name = param("org").or_else(|| param("namespace"));
-        match resolve_scoped(state.store.as_ref(), &secret, name).await? {
+        let plan = parts.extensions.get::<ReadPlan>().copied();
+        let ahead = match (name, plan) {
+            (Some(name), Some(ReadPlan(plan))) => state.org_hints.guess(name).and_then(|org_id| {
+                let keys = plan(&org_id, &|wanted| param(wanted).map(str::to_owned))?;
+                Some(std::iter::once(keys::organization(&org_id)).chain(keys).collect())
+            }),
+            _ => None,
+        };
+        match resolve_scoped(state.store.as_ref(), &secret, name, ahead.unwrap_or_default()).await? {
             Some(Scoped { principal: Principal::Agent(_), .. }) | None => Err(ApiError::unauthorized()),
             Some(scoped) => Ok(scoped),
         }

@@ -10,7 +10,7 @@ pub use super::status::VersionStatus;
 use super::version_index;
 use crate::accounts::access::{self, join, Organization};
 use crate::api::{timestamp, Field, PageRequest};
-use crate::auth::{NameRead, Permission, Principal, Scoped};
+use crate::auth::{PathParam, Permission, Principal, ReadPlan, Scoped};
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
@@ -590,7 +590,7 @@ pub(super) async fn readable(
     address: &Address,
     provider: &str,
 ) -> Result<(Module, Organization)> {
-    let read = read_at(state, (principal, None), org_name, address, provider, false).await?;
+    let read = read_at(state, &Scoped::of(principal.clone()), org_name, address, provider, false).await?;
     Ok((read.module, read.org))
 }
 
@@ -599,16 +599,15 @@ pub(super) async fn readable(
 /// already when its name marker was read with the token (`name_read`) or the caller is a team.
 async fn read_at(
     state: &AppState,
-    (principal, name_read): (&Principal, Option<&NameRead>),
+    caller: &Scoped,
     org_name: &str,
     address: &Address,
     provider: &str,
     statuses: bool,
 ) -> Result<Read> {
-    let store = state.store.as_ref();
     if let Err(refused) = check_curation(state, address.registry) {
         // Told only to those who may read the organization.
-        organization(store, principal, org_name, Permission::Read).await?;
+        organization(state.store.as_ref(), &caller.principal, org_name, Permission::Read).await?;
         return Err(refused);
     }
     // A private module's namespace is its organization's name, which the path also names.
@@ -617,9 +616,37 @@ async fn read_at(
         RegistryName::Private => return Err(RegistryError::NotFound),
         RegistryName::Public => Some(address.namespace.as_str()),
     };
-    let located = access::locate(store, principal, org_name, name_read).await?;
     let wanted = Wanted { org_name, namespace, name: &address.name, provider, statuses };
-    read(store, principal, &located, wanted, &[]).await
+    read_scoped(state, caller, wanted).await
+}
+
+/// [`read`] for a caller under one organization: located by the name marker read with its token,
+/// answered from what was read ahead with the token where it can be, and the organization's id
+/// then remembered for this process's next read ahead.
+pub(crate) async fn read_scoped(state: &AppState, caller: &Scoped, wanted: Wanted<'_>) -> Result<Read> {
+    let store = caller.store(&state.store);
+    let org_name = wanted.org_name;
+    let located = access::locate(&store, &caller.principal, org_name, caller.name.as_ref()).await?;
+    let read = read(&store, &caller.principal, &located, wanted, &[]).await?;
+    state.org_hints.learn(org_name, &read.org.id);
+    Ok(read)
+}
+
+/// The [`ReadPlan`] of a route that reads one private module (path parameters `name` and
+/// `provider`, under `org` or `namespace`): the module and its version index.
+pub const PRIVATE_MODULE: ReadPlan = ReadPlan(private_module_plan);
+
+fn private_module_plan(org_id: &str, param: &PathParam<'_>) -> Option<Vec<Key>> {
+    if param("registry").is_some_and(|registry| registry != "private") {
+        return None;
+    }
+    if let (Some(org), Some(namespace)) = (param("org"), param("namespace")) {
+        if org != namespace {
+            return None;
+        }
+    }
+    let (name, provider) = (param("name")?, param("provider")?);
+    Some(vec![keys::module(org_id, None, &name, &provider), version_index::key(org_id, &name, &provider)])
 }
 
 /// The module at an address with its versions' statuses, if the caller may read it: two round
@@ -631,7 +658,6 @@ pub async fn get(
     address: &Address,
     provider: &str,
 ) -> Result<(Shown, Organization)> {
-    let caller = (&caller.principal, caller.name.as_ref());
     let read = read_at(state, caller, org_name, address, provider, true).await?;
     Ok((Shown { module: read.module, statuses: read.statuses }, read.org))
 }

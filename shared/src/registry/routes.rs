@@ -2,10 +2,11 @@
 //! `Delete` still use them): each maps to the same domain call as its replacement.
 
 use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::handler::Handler;
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::IntoResponse;
 use axum::routing::{delete, get, post, MethodRouter};
-use axum::Router;
+use axum::{Extension, Router};
 use serde::Deserialize;
 
 use super::lifecycle::{self, DeprecationRequest, LifecycleChange, RevocationRequest};
@@ -31,7 +32,10 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/registry-modules", post(deprecated_publish_module))
         .route("/webhooks/vcs/{uuid}", post(webhook).layer(DefaultBodyLimit::max(publishing::MAX_DELIVERY_BYTES)))
         .route(MODULE, unreadable(delete(delete_module), "DELETE"))
-        .route(PROVIDER, get(show_module).patch(update_module).delete(delete_provider))
+        .route(
+            PROVIDER,
+            get(show_module.layer(Extension(modules::PRIVATE_MODULE))).patch(update_module).delete(delete_provider),
+        )
         .route(&format!("{PROVIDER}/versions"), get(list_versions).post(create_version))
         .route(&format!("{PROVIDER}/version"), get(show_version))
         .route(
@@ -43,7 +47,10 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/registry-modules/{id}", get(show_module_by_id))
         // Deprecated forms, for private modules (namespace = organization).
         .route("/api/v2/registry-modules/{org}/{name}/{provider}/versions", post(deprecated_create_version))
-        .route("/api/v2/registry-modules/show/{org}/{name}/{provider}", get(deprecated_show_module))
+        .route(
+            "/api/v2/registry-modules/show/{org}/{name}/{provider}",
+            get(deprecated_show_module.layer(Extension(modules::PRIVATE_MODULE))),
+        )
         .route("/api/v2/registry-modules/actions/delete/{org}/{name}", post(deprecated_delete_module))
         .route("/api/v2/registry-modules/actions/delete/{org}/{name}/{provider}", post(deprecated_delete_provider))
         .route(

@@ -3,6 +3,7 @@
 //! all-or-nothing transactions, TTL), with two adapters: [`SqliteStore`] for local runs and
 //! [`DynamoStore`] for AWS. Key strings are built in [`keys`] and nowhere else.
 
+mod ahead;
 pub mod collection_index;
 mod condition;
 mod dynamo;
@@ -21,6 +22,7 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+pub use ahead::ReadAhead;
 pub use condition::Condition;
 pub use dynamo::DynamoStore;
 pub use race::{retry_on_race, RACE_ATTEMPTS};

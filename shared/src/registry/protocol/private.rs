@@ -7,10 +7,11 @@
 use std::time::Duration;
 
 use axum::extract::{Path, RawQuery, State};
+use axum::handler::Handler;
 use axum::http::{header, HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::{json, Value};
 
 use super::error::{ProtocolError, Result};
@@ -40,10 +41,19 @@ pub(super) fn routes() -> Router<AppState> {
         .route(&format!("{PREFIX}/search"), get(search))
         .route(&format!("{PREFIX}/{{namespace}}"), get(list_namespace))
         .route(&format!("{PREFIX}/{{namespace}}/{{name}}"), get(latest_for_each_provider))
-        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}"), get(latest_for_provider))
-        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/versions"), get(list_versions))
+        .route(
+            &format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}"),
+            get(latest_for_provider.layer(Extension(modules::PRIVATE_MODULE))),
+        )
+        .route(
+            &format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/versions"),
+            get(list_versions.layer(Extension(modules::PRIVATE_MODULE))),
+        )
         .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/download"), get(download_latest))
-        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/{{version}}"), get(show_version))
+        .route(
+            &format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/{{version}}"),
+            get(show_version.layer(Extension(modules::PRIVATE_MODULE))),
+        )
         .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{provider}}/{{version}}/download"), get(download))
 }
 
@@ -284,11 +294,8 @@ async fn module(
     (ns, name, provider): (&str, &str, &str),
     statuses: bool,
 ) -> Result<Read> {
-    let Scoped { principal, name: name_read } = caller?;
-    let store = state.store.as_ref();
-    let located = access::locate(store, &principal, ns, name_read.as_ref()).await?;
     let wanted = Wanted { org_name: ns, namespace: None, name, provider, statuses };
-    Ok(modules::read(store, &principal, &located, wanted, &[]).await?)
+    Ok(modules::read_scoped(state, &caller?, wanted).await?)
 }
 
 async fn list_versions(
@@ -344,7 +351,7 @@ async fn download(
     caller: ScopedCaller,
     Path((ns, name, provider, version)): Path<(String, String, String, String)>,
 ) -> Result<Response> {
-    let Scoped { principal, name: name_read } = caller?;
+    let Scoped { principal, name: name_read, .. } = caller?;
     let store = state.store.as_ref();
     let located = access::locate(store, &principal, &ns, name_read.as_ref()).await?;
     let org_id = located.org_id();

@@ -44,7 +44,7 @@ pub async fn show(
     let params = params(query)?;
     let asked = filter(&params, "version")?;
     let address = Address::new(&path.registry, &path.namespace, &path.name)?;
-    let caller = Scoped { principal: principal.clone(), name: None };
+    let caller = Scoped::of(principal.clone());
     let (shown, org) = modules::get(&state, &caller, &path.org, &address, &path.provider).await?;
     let module = &shown.module;
     let statuses = &shown.statuses;
