@@ -135,15 +135,23 @@ async fn a_cold_start_after_a_secret_update_replaces_the_bootstrap_tokens() {
     assert_eq!(auth::resolve(state.store.as_ref(), "admin-after").await.unwrap(), Some(Principal::SiteAdmin));
 }
 
-#[tokio::test]
-async fn an_over_long_version_is_a_422_on_dynamodb_too() {
-    let Some(app) = spawn_on_dynamodb().await else { return };
+const MODULES: &str = "/api/v2/organizations/acme/registry-modules";
+
+/// dev-server on DynamoDB with `acme` and its private module vpc/aws (no version): the app and
+/// the owners' token, or `None` without the emulator.
+async fn acme_with_vpc_on_dynamodb() -> Option<(TestApp, String)> {
+    let app = spawn_on_dynamodb().await?;
     app.create_organization("acme").await;
     let owners = app.owners_token("acme").await;
-    let modules = "/api/v2/organizations/acme/registry-modules";
     let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
-    assert_eq!(app.post(modules, &owners, module).await.status, 201);
-    let versions = format!("{modules}/private/acme/vpc/aws/versions");
+    assert_eq!(app.post(MODULES, &owners, module).await.status, 201);
+    Some((app, owners))
+}
+
+#[tokio::test]
+async fn an_over_long_version_is_a_422_on_dynamodb_too() {
+    let Some((app, owners)) = acme_with_vpc_on_dynamodb().await else { return };
+    let versions = format!("{MODULES}/private/acme/vpc/aws/versions");
     for long in [format!("1.0.0-{}", "a".repeat(2_000)), format!("1.0.0+{}", "b".repeat(500_000))] {
         let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": long}}});
         let reply = app.post(&versions, &owners, body).await;
@@ -167,13 +175,8 @@ async fn distinct_versions_created_at_once_all_succeed_on_dynamodb() {
 #[tokio::test]
 async fn a_module_s_item_does_not_grow_with_its_versions_on_dynamodb() {
     use hangar::store::keys;
-    let Some(app) = spawn_on_dynamodb().await else { return };
-    app.create_organization("acme").await;
-    let owners = app.owners_token("acme").await;
-    let modules = "/api/v2/organizations/acme/registry-modules";
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
-    assert_eq!(app.post(modules, &owners, module).await.status, 201);
-    let versions = format!("{modules}/private/acme/vpc/aws/versions");
+    let Some((app, owners)) = acme_with_vpc_on_dynamodb().await else { return };
+    let versions = format!("{MODULES}/private/acme/vpc/aws/versions");
     let create = |patch: usize| {
         let long = format!("1.0.{patch}-{}", "r".repeat(100));
         let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": long}}});
@@ -197,7 +200,7 @@ async fn a_module_s_item_does_not_grow_with_its_versions_on_dynamodb() {
     // Only its revision number may have grown a digit or two.
     let with_sixty = module_size().await;
     assert!(with_sixty < with_one + 8, "the module's item grew from {with_one} to {with_sixty} bytes");
-    let shown = app.get(&format!("{modules}/private/acme/vpc/aws"), &owners).await;
+    let shown = app.get(&format!("{MODULES}/private/acme/vpc/aws"), &owners).await;
     assert_eq!(shown.body["data"]["attributes"]["version-statuses"].as_array().map(Vec::len), Some(60));
     app.stop().await;
 }
@@ -307,16 +310,11 @@ async fn of_concurrent_uploads_to_an_s3_link_one_is_ingested_once_and_served() {
 /// 404, also when the read is made ahead with the token's (the organization's id known).
 #[tokio::test]
 async fn a_read_of_an_over_long_name_is_a_404_on_dynamodb() {
-    let Some(app) = spawn_on_dynamodb().await else { return };
-    app.create_organization("acme").await;
-    let owners = app.owners_token("acme").await;
-    let modules = "/api/v2/organizations/acme/registry-modules";
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
-    assert_eq!(app.post(modules, &owners, module).await.status, 201);
-    assert_eq!(app.get(&format!("{modules}/private/acme/vpc/aws"), &owners).await.status, 200);
+    let Some((app, owners)) = acme_with_vpc_on_dynamodb().await else { return };
+    assert_eq!(app.get(&format!("{MODULES}/private/acme/vpc/aws"), &owners).await.status, 200);
     let long = "a".repeat(2_000);
     for path in [
-        format!("{modules}/private/acme/{long}/aws"),
+        format!("{MODULES}/private/acme/{long}/aws"),
         format!("/api/registry/v1/modules/acme/{long}/aws/versions"),
         format!("/api/registry/v1/modules/acme/vpc/{long}/versions"),
     ] {
