@@ -15,6 +15,8 @@ pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamG
 use crate::api::ApiError;
 use crate::ids::random_token;
 use crate::state::AppState;
+use std::sync::Arc;
+
 use crate::store::{keys, retry_on_race, Condition, Item, ItemStore, Key, ReadAhead, Store, StoreError, Write};
 
 /// The `token_id` of the site-admin token.
@@ -86,22 +88,25 @@ pub struct NameRead {
 /// On a route with a [`ReadPlan`], when this process has seen the organization's id before (see
 /// [`crate::state::OrgHints`]), the batch also reads the items the route will want there
 /// (`ahead`), which [`Scoped::store`] then answers from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Scoped {
     pub principal: Principal,
     pub name: Option<NameRead>,
-    pub ahead: Vec<(Key, Option<Item>)>,
+    ahead: Option<Arc<ReadAhead>>,
 }
 
 impl Scoped {
     /// A caller whose token was resolved apart, with nothing read ahead.
     pub fn of(principal: Principal) -> Self {
-        Scoped { principal, name: None, ahead: Vec::new() }
+        Scoped { principal, name: None, ahead: None }
     }
 
     /// The store, answering reads of the items read ahead with the token from them.
-    pub fn store(&self, store: &Store) -> ReadAhead {
-        ReadAhead::new(store.clone(), self.ahead.iter().cloned())
+    pub fn store(&self, store: &Store) -> Store {
+        match &self.ahead {
+            Some(ahead) => ahead.clone(),
+            None => store.clone(),
+        }
     }
 }
 
@@ -117,7 +122,7 @@ pub type PathParam<'a> = dyn Fn(&str) -> Option<String> + 'a;
 /// Resolves a secret and, in the same BatchGetItem, the name marker of the organization `name`
 /// and the items at `ahead`.
 pub async fn resolve_scoped(
-    store: &dyn ItemStore,
+    store: &Store,
     secret: &str,
     name: Option<&str>,
     ahead: Vec<Key>,
@@ -131,7 +136,8 @@ pub async fn resolve_scoped(
     let mut found = store.get_many(&wanted).await?.into_iter();
     let Some(principal) = principal_of(found.next().flatten(), &hash)? else { return Ok(None) };
     let name = Some(NameRead { name: name.to_owned(), marker: found.next().flatten() });
-    Ok(Some(Scoped { principal, name, ahead: ahead.into_iter().zip(found).collect() }))
+    let ahead = (!ahead.is_empty()).then(|| Arc::new(ReadAhead::new(Arc::clone(store), ahead.into_iter().zip(found))));
+    Ok(Some(Scoped { principal, name, ahead }))
 }
 
 /// The bootstrap record of the site-admin token: which hash was installed last.
@@ -238,7 +244,7 @@ impl FromRequestParts<AppState> for Scoped {
             }),
             _ => None,
         };
-        match resolve_scoped(state.store.as_ref(), &secret, name, ahead.unwrap_or_default()).await? {
+        match resolve_scoped(&state.store, &secret, name, ahead.unwrap_or_default()).await? {
             Some(Scoped { principal: Principal::Agent(_), .. }) | None => Err(ApiError::unauthorized()),
             Some(scoped) => Ok(scoped),
         }

@@ -626,8 +626,8 @@ async fn read_at(
 pub(crate) async fn read_scoped(state: &AppState, caller: &Scoped, wanted: Wanted<'_>) -> Result<Read> {
     let store = caller.store(&state.store);
     let org_name = wanted.org_name;
-    let located = access::locate(&store, &caller.principal, org_name, caller.name.as_ref()).await?;
-    let read = read(&store, &caller.principal, &located, wanted, &[]).await?;
+    let located = access::locate(store.as_ref(), &caller.principal, org_name, caller.name.as_ref()).await?;
+    let read = read(store.as_ref(), &caller.principal, &located, wanted, &[]).await?;
     state.org_hints.learn(org_name, &read.org.id);
     Ok(read)
 }

@@ -1,7 +1,8 @@
 //! Items read ahead of the code that wants them, in an earlier call's batch (a request's token
 //! read together with the organization's items it guessed it would need): a view of the store
-//! that answers reads of keys it holds from them, and everything else from the store. A key
-//! written through the view is read from the store again.
+//! that answers reads of keys it holds from them, each once (an item read ahead is handed over,
+//! not copied), and everything else from the store. A key written through the view is read from
+//! the store again.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -30,22 +31,31 @@ impl ReadAhead {
     }
 }
 
+impl std::fmt::Debug for ReadAhead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadAhead").field("keys", &self.held().keys().collect::<Vec<_>>()).finish()
+    }
+}
+
 #[async_trait]
 impl ItemStore for ReadAhead {
     async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError> {
-        let held = self.held().get(key).cloned();
+        let held = self.held().remove(key);
         match held {
             Some(item) => Ok(item),
             None => self.store.get(key).await,
         }
     }
 
-    /// From the items read ahead when it holds every key, else all from the store (one call
-    /// either way).
+    /// From the items read ahead when it holds every key (each key once), else all from the store
+    /// (one call either way).
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
         let held = {
-            let items = self.held();
-            keys.iter().map(|key| items.get(key).cloned()).collect::<Option<Vec<_>>>()
+            let mut items = self.held();
+            match keys.iter().all(|key| items.contains_key(key)) {
+                true => keys.iter().map(|key| items.remove(key)).collect::<Option<Vec<_>>>(),
+                false => None,
+            }
         };
         match held {
             Some(items) => Ok(items),
