@@ -18,7 +18,8 @@
 
 use std::sync::{Arc, OnceLock};
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::environment::credentials::EnvironmentVariableCredentialsProvider;
+use aws_config::{BehaviorVersion, ConfigLoader, Region, SdkConfig};
 use aws_smithy_http_client::tls::{self, rustls_provider::CryptoMode, TlsContext, TrustStore};
 use aws_smithy_runtime_api::client::http::SharedHttpClient;
 use tokio::sync::OnceCell;
@@ -48,7 +49,7 @@ impl AwsBase {
     /// client every service client built from it shares.
     pub async fn config(&self) -> &SdkConfig {
         let http = self.http_client();
-        self.config.get_or_init(|| aws_config::defaults(BehaviorVersion::latest()).http_client(http).load()).await
+        self.config.get_or_init(|| loader(http).load()).await
     }
 
     /// The one HTTPS client, for clients configured apart from the environment (the broker's,
@@ -69,6 +70,23 @@ impl AwsBase {
         };
         self.http.get_or_init(build).clone()
     }
+}
+
+/// The SDK's default loader, told outright what the environment already says. A region in
+/// `AWS_REGION` and keys in `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY` (as Lambda sets them)
+/// are what the default chains would take first, so building the rest of those chains at every
+/// start (an STS client for web identity, the container and instance metadata clients, each with
+/// its partition table) is work for nothing. Without them, the default chains as ever.
+fn loader(http: SharedHttpClient) -> ConfigLoader {
+    let set = |name: &str| std::env::var(name).ok().filter(|value| !value.trim().is_empty());
+    let mut loader = aws_config::defaults(BehaviorVersion::latest()).http_client(http);
+    if let Some(region) = set("AWS_REGION") {
+        loader = loader.region(Region::new(region));
+    }
+    if set("AWS_ACCESS_KEY_ID").is_some() && set("AWS_SECRET_ACCESS_KEY").is_some() {
+        loader = loader.credentials_provider(EnvironmentVariableCredentialsProvider::new());
+    }
+    loader
 }
 
 #[cfg(test)]
