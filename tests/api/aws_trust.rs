@@ -4,10 +4,9 @@ use std::process::Command;
 
 use aws_sdk_s3::config::{Credentials, Region};
 use aws_sdk_s3::error::DisplayErrorContext;
-use dev_server::{start, Options};
 use hangar::aws::AwsBase;
 use hangar::config::{AwsTrust, Config};
-use hangar_tests::options;
+use hangar_tests::tls_dev_server;
 
 /// An S3 client on `base`'s HTTP client, sent to `endpoint`.
 fn s3(base: &AwsBase, endpoint: &str) -> aws_sdk_s3::Client {
@@ -51,12 +50,8 @@ async fn system_trust_probe() {
 /// refused in the TLS handshake, before any credential is sent.
 #[tokio::test]
 async fn by_default_aws_clients_trust_only_amazons_roots() {
-    dev_server::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
-    let pem = std::fs::read(running.certificate.as_ref().expect("a certificate path")).unwrap();
-    let trusting =
-        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap()).build().unwrap();
+    let (running, trusting) = tls_dev_server(dir.path()).await;
     let ping = trusting.get(format!("{}/api/v2/ping", running.url)).send().await.expect("reached");
     assert_eq!(ping.status(), 204, "the endpoint answers a client that trusts it");
 
@@ -70,9 +65,8 @@ async fn by_default_aws_clients_trust_only_amazons_roots() {
 /// certificate in `SSL_CERT_FILE`, is reached.
 #[tokio::test]
 async fn system_trust_follows_the_platforms_store() {
-    dev_server::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
+    let (running, _) = tls_dev_server(dir.path()).await;
     let empty = tempfile::tempdir().unwrap();
     let mut probe = Command::new(std::env::current_exe().expect("this test binary"));
     probe

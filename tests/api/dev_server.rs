@@ -2,7 +2,7 @@
 
 use dev_server::{start, Options};
 use hangar::config::Config;
-use hangar_tests::options;
+use hangar_tests::{options, tls_dev_server};
 
 async fn ping(client: &reqwest::Client, url: &str) -> u16 {
     client.get(format!("{url}/api/v2/ping")).send().await.expect("ping").status().as_u16()
@@ -40,13 +40,9 @@ async fn an_admin_token_from_the_environment_is_used_as_given() {
 
 #[tokio::test]
 async fn tls_serves_https_with_a_certificate_clients_can_trust() {
-    dev_server::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
-    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
+    let (running, client) = tls_dev_server(dir.path()).await;
     assert!(running.url.starts_with("https://127.0.0.1:"));
-    let pem = std::fs::read(running.certificate.as_ref().expect("a certificate path")).unwrap();
-    let client =
-        reqwest::Client::builder().add_root_certificate(reqwest::Certificate::from_pem(&pem).unwrap()).build().unwrap();
     assert_eq!(ping(&client, &running.url).await, 204);
     running.stop().await.unwrap();
 }
@@ -64,10 +60,9 @@ fn mode(path: &std::path::Path) -> u32 {
 #[tokio::test]
 async fn key_files_are_written_owner_only() {
     use std::os::unix::fs::PermissionsExt;
-    dev_server::install_crypto_provider();
     let dir = tempfile::tempdir().unwrap();
     let (tls_key, seal_key) = (dir.path().join("tls").join("key.pem"), dir.path().join("broker-seal.key"));
-    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
+    let (running, _) = tls_dev_server(dir.path()).await;
     running.stop().await.unwrap();
     assert_eq!(mode(&tls_key), 0o600, "the TLS private key");
     assert_eq!(mode(&seal_key), 0o600, "the seal key");
@@ -75,7 +70,7 @@ async fn key_files_are_written_owner_only() {
     for key in [&tls_key, &seal_key] {
         std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
-    let running = start(Options { tls: true, ..options(dir.path()) }, Config::default()).await.unwrap();
+    let (running, _) = tls_dev_server(dir.path()).await;
     running.stop().await.unwrap();
     assert_eq!(mode(&tls_key), 0o600, "a TLS key left readable is made owner-only");
     assert_eq!(mode(&seal_key), 0o600, "a seal key left readable is made owner-only");

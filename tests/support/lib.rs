@@ -74,6 +74,18 @@ pub fn options(data_dir: &std::path::Path) -> Options {
     }
 }
 
+/// dev-server with `--tls` on `data_dir` (its certificate generated there on first start), and
+/// an HTTPS client that trusts that certificate.
+pub async fn tls_dev_server(data_dir: &std::path::Path) -> (Running, reqwest::Client) {
+    dev_server::install_crypto_provider();
+    let running =
+        start(Options { tls: true, ..options(data_dir) }, Config::default()).await.expect("dev-server starts");
+    let pem = std::fs::read(running.certificate.as_ref().expect("a certificate path")).expect("the certificate");
+    let certificate = reqwest::Certificate::from_pem(&pem).expect("a PEM certificate");
+    let client = reqwest::Client::builder().add_root_certificate(certificate).build().expect("a client");
+    (running, client)
+}
+
 impl TestApp {
     pub async fn spawn() -> TestApp {
         Self::spawn_with(Config::default()).await

@@ -80,19 +80,18 @@ pub(super) fn removal(agent: &Agent) -> Option<Write> {
     agent.reported_live().then(|| collection_index::removal(index, entry_name(agent), &entry_of(agent)))
 }
 
-/// How many agents of a complete index count at `now`; `None` when the index is incomplete, or
-/// an entry's agent may or may not have become errored since its last rewrite.
-fn counted(config: &Config, index: Option<&Item>, now: DateTime<Utc>) -> Result<Option<usize>> {
-    let Some(entries) = collection_index::entries::<LiveEntry>(index, ENTRY_PREFIX)? else { return Ok(None) };
+/// How many of a complete index's `entries` count at `now`; `None` when an entry's agent may or
+/// may not have become errored since its last rewrite.
+fn counted(config: &Config, entries: &[LiveEntry], now: DateTime<Utc>) -> Option<usize> {
     let mut count = 0;
-    for entry in &entries {
+    for entry in entries {
         if errored_at(config, parse_time(&entry.ping)) > now {
             count += 1;
         } else if errored_at(config, parse_time(&entry.until)) > now {
-            return Ok(None);
+            return None;
         }
     }
-    Ok(Some(count))
+    Some(count)
 }
 
 /// Each pool's count of agents that count (idle, busy or unknown) at `now`, from the pools' live
@@ -107,11 +106,12 @@ pub(super) async fn counts(
 ) -> Result<Vec<usize>> {
     let counts = pools.iter().zip(indexes).map(|(pool, index)| async move {
         let (org_id, pool_id) = (pool.org_id.as_str(), pool.id.as_str());
-        if let Some(count) = counted(config, index.as_ref(), now)? {
+        let entries = collection_index::entries::<LiveEntry>(index.as_ref(), ENTRY_PREFIX)?;
+        if let Some(count) = entries.as_deref().and_then(|entries| counted(config, entries, now)) {
             return Ok(count);
         }
         let agents = of_pool(store, org_id, pool_id).await?;
-        if collection_index::entries::<LiveEntry>(index.as_ref(), ENTRY_PREFIX)?.is_none() {
+        if entries.is_none() {
             let live = agents.iter().filter(|agent| agent.reported_live());
             let entries = live.map(|agent| (entry_name(agent), repaired_entry(config, agent))).collect();
             collection_index::repair(store, key(org_id, pool_id), index.as_ref(), entries).await;

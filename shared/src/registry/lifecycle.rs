@@ -12,7 +12,7 @@ use super::status::{Deprecation, Revocation, OK};
 use super::version_index;
 use super::versions::ModuleVersion;
 use crate::api::{timestamp, Field};
-use crate::auth::Principal;
+use crate::auth::{Permission, Principal};
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
@@ -161,7 +161,7 @@ pub async fn change(
     change: LifecycleChange,
 ) -> Result<ModuleVersion> {
     let store = state.store.as_ref();
-    let org = modules::managing_versions(state, principal, org_name, address).await?;
+    let org = modules::managing_versions(state, principal, org_name, address, Permission::ManageModules).await?;
     let module_key = address.key(&org, provider)?;
     let checked = check(change)?;
     if matches!(checked.revocation, Some(Some(_))) && state.config.edition == Edition::SelfHosted {

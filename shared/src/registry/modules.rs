@@ -405,15 +405,16 @@ pub(super) async fn organization(
     Ok(access::authorized(store, principal, org_name, permission).await?)
 }
 
-/// The organization where the principal changes a private module's versions, if it manages
-/// modules there; a public module has no versions, so its are 404.
+/// The organization where the principal changes a private module's versions, if it holds
+/// `permission` there; a public module has no versions, so its are 404.
 pub(super) async fn managing_versions(
     state: &AppState,
     principal: &Principal,
     org_name: &str,
     address: &Address,
+    permission: Permission,
 ) -> Result<Organization> {
-    let org = organization(state.store.as_ref(), principal, org_name, Permission::ManageModules).await?;
+    let org = organization(state.store.as_ref(), principal, org_name, permission).await?;
     check_curation(state, address.registry)?;
     if address.registry == RegistryName::Public {
         return Err(RegistryError::NotFound);

@@ -9,7 +9,7 @@ use super::status::{FAILED, PENDING};
 use super::version_index;
 use super::versions::{upload_url, CreatedVersion, ModuleVersion, PendingUpload};
 use crate::api::Field;
-use crate::auth::Principal;
+use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
 use crate::state::AppState;
 use crate::store::{keys, Condition, Item, UpdateOp, Write};
@@ -24,7 +24,7 @@ pub async fn accept(
     version: &str,
 ) -> Result<(Module, ModuleVersion)> {
     let store = state.store.as_ref();
-    let org = modules::managing_versions(state, principal, org_name, address).await?;
+    let org = modules::managing_versions(state, principal, org_name, address, Permission::ManageModules).await?;
     let module = load(store, &address.key(&org, provider)?).await?;
     let key = keys::module_version(&org.id, &address.name, provider, version);
     let found: ModuleVersion = store.get(&key).await?.ok_or(RegistryError::NotFound)?.parse()?;

@@ -10,7 +10,6 @@ use super::modules::{self, latest_of, load, organization, precedence, statuses, 
 use super::names::{parse_version, RegistryName};
 use super::status::{Deprecation, Revocation, OK, PENDING};
 use super::version_index;
-use crate::accounts::access::Organization;
 use crate::api::{timestamp, Field, PageRequest};
 use crate::archive::ModuleMetadata;
 use crate::auth::{Permission, Principal};
@@ -340,22 +339,6 @@ pub async fn list(
     Ok((versions, total))
 }
 
-/// The organization of a private module the principal owns. The version and provider forms of
-/// delete do not exist for public modules: they are 404 there.
-async fn owned_private(
-    state: &AppState,
-    principal: &Principal,
-    org_name: &str,
-    address: &Address,
-) -> Result<Organization> {
-    let org = organization(state.store.as_ref(), principal, org_name, Permission::Own).await?;
-    modules::check_curation(state, address.registry)?;
-    if address.registry == RegistryName::Public {
-        return Err(RegistryError::NotFound);
-    }
-    Ok(org)
-}
-
 /// Deletes one version; deleting a provider's last version deletes the provider.
 pub async fn delete(
     state: &AppState,
@@ -365,7 +348,7 @@ pub async fn delete(
     provider: &str,
     version: &str,
 ) -> Result<()> {
-    let org = owned_private(state, principal, org_name, address).await?;
+    let org = modules::managing_versions(state, principal, org_name, address, Permission::Own).await?;
     let store = state.store.as_ref();
     let module_key = address.key(&org, provider)?;
     let version: ModuleVersion = store
@@ -484,7 +467,7 @@ pub async fn delete_provider(
     address: &Address,
     provider: &str,
 ) -> Result<()> {
-    let org = owned_private(state, principal, org_name, address).await?;
+    let org = modules::managing_versions(state, principal, org_name, address, Permission::Own).await?;
     remove_provider(state, &address.key(&org, provider)?).await
 }
 
