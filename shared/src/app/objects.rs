@@ -71,7 +71,7 @@ async fn download(
 ) -> Result<Response, ApiError> {
     let id = authorize(&blobs, "GET", &id, link.ok())?;
     let reader = blobs.open(&id).await.map_err(blob_error)?;
-    let body = Body::from_stream(tokio_util::io::ReaderStream::new(reader));
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(reader.into_async()));
     Ok(([(header::CONTENT_TYPE, UPLOAD_CONTENT_TYPE)], body).into_response())
 }
 

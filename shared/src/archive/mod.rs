@@ -19,11 +19,8 @@ mod walk;
 mod tests;
 
 use std::io::{self, Read};
-use std::pin::Pin;
 
 use flate2::bufread::MultiGzDecoder;
-use tokio::io::AsyncRead;
-use tokio_util::io::SyncIoBridge;
 
 pub use error::{ArchiveError, LinkKind};
 pub use limits::ArchiveLimits;
@@ -61,19 +58,18 @@ pub struct ArchiveSummary {
 /// Inspects the archive read from `source`, which is consumed as a stream. The work runs on
 /// tokio's blocking pool, so this must be called from within a tokio runtime.
 pub async fn inspect(
-    source: Pin<Box<dyn AsyncRead + Send>>,
+    source: impl Read + Send + 'static,
     limits: ArchiveLimits,
 ) -> Result<ArchiveSummary, ArchiveError> {
-    let bridge = SyncIoBridge::new(source);
-    match tokio::task::spawn_blocking(move || inspect_sync(bridge, limits)).await {
+    match tokio::task::spawn_blocking(move || inspect_sync(source, limits)).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(ArchiveError::Io(io::Error::other(e))),
     }
 }
 
-/// The same over a synchronous reader (what `inspect` runs inside `spawn_blocking` via
-/// `SyncIoBridge`). Blocks until `source` is read to its end or the archive is refused.
+/// The same on this thread (what `inspect` runs inside `spawn_blocking`). Blocks until
+/// `source` is read to its end or the archive is refused.
 pub fn inspect_sync(source: impl Read, limits: ArchiveLimits) -> Result<ArchiveSummary, ArchiveError> {
     let tally = Tally::new(limits.max_uncompressed_bytes);
     let upload = Upload::new(source, limits.max_compressed_bytes);

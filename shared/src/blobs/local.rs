@@ -209,7 +209,7 @@ impl BlobStore for LocalBlobs {
 
     async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError> {
         match tokio::fs::File::open(self.path(id)).await {
-            Ok(file) => Ok(Box::pin(file)),
+            Ok(file) => Ok(BlobReader::File(file.into_std().await)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
             Err(e) => Err(BlobError::backend(e)),
         }

@@ -10,12 +10,14 @@ mod deployed;
 mod local;
 mod s3;
 
+use std::io::Read;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::io::AsyncRead;
+use tokio_util::io::SyncIoBridge;
 
 pub use deployed::{DeployedBlobs, WithS3, WithoutBlobs};
 pub use local::{signing_key, LocalBlobs};
@@ -32,8 +34,33 @@ pub const UPLOAD_PREFIX: &str = "upload/";
 /// Where the archives served for downloads live.
 pub const OBJECT_PREFIX: &str = "object/";
 
-/// A streaming reader over a stored object.
-pub type BlobReader = Pin<Box<dyn AsyncRead + Send>>;
+/// A stored object, open for reading: a file on this machine, or a stream from the network.
+pub enum BlobReader {
+    /// Read where it lies. A blocking reader (ingest's walk) reads it directly: through tokio,
+    /// each read was a hop to the blocking pool and a copy out of tokio's buffer, which cost
+    /// ingest a tenth of its time (BENCHMARKS.md, "Archive ingest").
+    File(std::fs::File),
+    Stream(Pin<Box<dyn AsyncRead + Send>>),
+}
+
+impl BlobReader {
+    /// The object as an async stream, whichever it is.
+    pub fn into_async(self) -> Pin<Box<dyn AsyncRead + Send>> {
+        match self {
+            Self::File(file) => Box::pin(tokio::fs::File::from_std(file)),
+            Self::Stream(stream) => stream,
+        }
+    }
+
+    /// The object as a blocking reader, for a blocking thread (`spawn_blocking`); made within
+    /// the tokio runtime, which a stream's reads are bridged to.
+    pub fn into_blocking(self) -> Box<dyn Read + Send> {
+        match self {
+            Self::File(file) => Box::new(file),
+            Self::Stream(stream) => Box::new(SyncIoBridge::new(stream)),
+        }
+    }
+}
 
 /// The id of a stored object: letters, digits, `-` and `_` only, so it is safe in a key and a path.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -105,7 +105,7 @@ impl BlobStore for S3Blobs {
 
     async fn open(&self, id: &ObjectId) -> Result<BlobReader, BlobError> {
         match self.client.get_object().bucket(&self.bucket).key(id.key()).send().await {
-            Ok(object) => Ok(Box::pin(object.body.into_async_read())),
+            Ok(object) => Ok(BlobReader::Stream(Box::pin(object.body.into_async_read()))),
             Err(e) if e.as_service_error().is_some_and(GetObjectError::is_no_such_key) => Err(BlobError::NotFound),
             Err(e) => Err(backend(e)),
         }

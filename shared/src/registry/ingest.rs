@@ -82,7 +82,7 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
         Err(ArchiveError::CompressedTooLarge { limit: limits.max_compressed_bytes })
     } else {
         match state.blobs.copy_upload(object, &archive).await {
-            Ok(()) => archive::inspect(state.blobs.open(&archive).await?, limits).await,
+            Ok(()) => archive::inspect(state.blobs.open(&archive).await?.into_blocking(), limits).await,
             Err(BlobError::NotFound) => return Ok(IngestOutcome::Ignored),
             Err(e) => return Err(e.into()),
         }

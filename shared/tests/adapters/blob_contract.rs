@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hangar::app::objects::object_routes;
-use hangar::blobs::{BlobError, Blobs, LocalBlobs, ObjectId, S3Blobs, UPLOAD_CONTENT_TYPE};
+use hangar::blobs::{BlobError, BlobReader, Blobs, LocalBlobs, ObjectId, S3Blobs, UPLOAD_CONTENT_TYPE};
 use reqwest::{StatusCode, Url};
 use tokio::io::AsyncReadExt;
 
@@ -79,7 +79,8 @@ contract!(
     missing_object_is_not_found,
     copy_is_independent_of_its_source,
     a_local_file_is_stored_whole,
-    uploads_and_archives_are_apart
+    uploads_and_archives_are_apart,
+    a_blocking_read_sees_the_same_bytes
 );
 
 /// Deterministic bytes that are not all alike.
@@ -106,7 +107,7 @@ async fn upload(blobs: &Blobs, id: &ObjectId, body: Vec<u8>) {
 
 /// The archive `id`.
 async fn read(blobs: &Blobs, id: &ObjectId) -> Result<Vec<u8>, BlobError> {
-    let mut reader = blobs.open(id).await?;
+    let mut reader = blobs.open(id).await?.into_async();
     let mut bytes = Vec::new();
     reader.read_to_end(&mut bytes).await.expect("read the stream");
     Ok(bytes)
@@ -213,6 +214,30 @@ async fn a_local_file_is_stored_whole(blobs: Blobs) {
     blobs.put_file(&id, file.path()).await.unwrap();
     assert_eq!(blobs.upload_size(&id).await.unwrap(), 90_000);
     assert_eq!(read_upload(&blobs, &id).await.unwrap(), payload(90_000, 5), "stored as an upload");
+}
+
+/// Ingest reads an archive on a blocking thread: S3's body through a bridge to the runtime, a
+/// local file where it lies.
+async fn a_blocking_read_sees_the_same_bytes(blobs: Blobs) {
+    let (source, archive) = (ObjectId::generate(), ObjectId::generate());
+    upload(&blobs, &source, payload(300_000, 6)).await;
+    blobs.copy_upload(&source, &archive).await.unwrap();
+    let mut reader = blobs.open(&archive).await.unwrap().into_blocking();
+    let bytes = tokio::task::spawn_blocking(move || {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut reader, &mut bytes).map(|_| bytes)
+    });
+    assert_eq!(bytes.await.unwrap().unwrap(), payload(300_000, 6));
+}
+
+/// dev-server's archives are files, read as files: no hop to tokio's blocking pool per read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_archives_open_as_files() {
+    let fixture = local().await.expect("the local adapter always runs");
+    let (blobs, source, archive) = (fixture.blobs.clone(), ObjectId::generate(), ObjectId::generate());
+    upload(&blobs, &source, payload(10, 7)).await;
+    blobs.copy_upload(&source, &archive).await.unwrap();
+    assert!(matches!(blobs.open(&archive).await, Ok(BlobReader::File(_))));
 }
 
 #[tokio::test]

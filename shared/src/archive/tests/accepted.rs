@@ -119,7 +119,8 @@ fn a_gzip_of_several_members_is_read_whole() {
 #[tokio::test]
 async fn the_async_inspect_reads_an_archive_from_a_stream() {
     let gz = module().gz();
-    let source = Box::pin(tokio::io::BufReader::new(std::io::Cursor::new(gz.clone())));
+    let stream = Box::pin(tokio::io::BufReader::new(std::io::Cursor::new(gz.clone())));
+    let source = tokio_util::io::SyncIoBridge::new(stream);
 
     let summary = crate::archive::inspect(source, ArchiveLimits::default()).await.unwrap();
 
