@@ -43,6 +43,9 @@ enum Figure {
         /// Where cargo put the release binaries.
         #[arg(long)]
         bin_dir: PathBuf,
+        /// Where cargo put dev-server and hello-hyper built with the `speed` profile.
+        #[arg(long)]
+        server_dir: PathBuf,
         #[arg(long, default_value = "x86_64")]
         target: String,
         #[arg(long)]
@@ -65,6 +68,7 @@ enum Figure {
     },
     /// Warm request latency and throughput against dev-server.
     Warm {
+        /// Where dev-server and hello-hyper are (bench/run builds them with the `speed` profile).
         #[arg(long)]
         bin_dir: PathBuf,
         #[arg(long)]
@@ -107,10 +111,10 @@ async fn main() {
     let figure = match Cli::parse().figure {
         // Each figure is printed as soon as it is measured, so a later one that fails loses
         // none of those before it.
-        Figure::All { lambda_dir, bin_dir, target, moto, aws_delay_ms } => {
+        Figure::All { lambda_dir, bin_dir, server_dir, target, moto, aws_delay_ms } => {
             show(sizes::run(&lambda_dir, &target));
             show(cold::run(&bin_dir).await);
-            show(warm::run(&bin_dir, &moto).await);
+            show(warm::run(&server_dir, &moto).await);
             show(prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await);
             show(store_cost::run().await);
             show(agent_cost::run().await);
