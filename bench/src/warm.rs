@@ -1,6 +1,7 @@
 //! Warm request cost: dev-server (the `speed` profile's build, embedded store) on loopback with
 //! 10,000 modules, each read path under the load generator, side by side with a bare hyper
-//! "hello" server built the same way and measured in the same run. Credentials for a role go to moto's STS.
+//! "hello" server built the same way and measured in the same run. Credentials for a role go to
+//! moto's STS.
 
 use std::path::Path;
 use std::time::Duration;
@@ -39,8 +40,9 @@ pub async fn run(binaries: &Path, moto: &str) -> String {
     let against_nginx =
         crate::nginx::run(address, &module_path(0), ("Authorization", format!("Bearer {ADMIN_TOKEN}"))).await;
     format!(
-        "### Warm requests\n\ndev-server (built with the `speed` profile, as the hyper hello is; embedded store, \
-         {MODULES} modules) and the load generator on loopback: {} keep-alive connections, closed loop, {}s measured after {}s of warm-up per row.\n\n{}",
+        "### Warm requests\n\ndev-server (built with the `speed` profile, as the hyper hello is; embedded \
+         store, {MODULES} modules) and the load generator on loopback: {} keep-alive connections, closed \
+         loop, {}s measured after {}s of warm-up per row.\n\n{}",
         load.connections,
         load.window.as_secs(),
         load.warmup.as_secs(),
