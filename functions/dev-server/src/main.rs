@@ -3,6 +3,12 @@
 use clap::Parser;
 use dev_server::{install_crypto_provider, start, Options};
 
+/// dev-server serves many requests from one process, each allocating and freeing the items and
+/// JSON it handles: under load glibc's malloc and free were a fifth of its samples
+/// (BENCHMARKS.md, "Warm requests"). The functions keep the system allocator, for their size.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let log = hangar::app::init_buffered_tracing(false);
