@@ -7,7 +7,7 @@ use serde_json::{Map, Value};
 
 use super::{Paginated, JSONAPI};
 
-/// One resource object. `attributes` is any serializable value with hyphenated field names.
+/// One resource object. `attributes` is a JSON object with hyphenated member names.
 #[derive(Debug, Clone, Serialize)]
 pub struct Resource {
     pub id: String,
@@ -21,14 +21,8 @@ pub struct Resource {
 }
 
 impl Resource {
-    pub fn new(kind: &'static str, id: impl Into<String>, attributes: impl Serialize) -> Self {
-        Self {
-            id: id.into(),
-            kind,
-            attributes: serde_json::to_value(attributes).expect("attributes serialize to JSON"),
-            relationships: Map::new(),
-            links: Map::new(),
-        }
+    pub fn new(kind: &'static str, id: impl Into<String>, attributes: Value) -> Self {
+        Self { id: id.into(), kind, attributes, relationships: Map::new(), links: Map::new() }
     }
 
     /// A to-one relationship: `{"data": {"id", "type"}}`.
@@ -68,27 +62,43 @@ impl Resource {
     }
 }
 
-/// A response document. Build it, then return it from a handler.
-#[derive(Debug, Clone)]
+/// A response document. Build it, then return it from a handler. Its resources stay as they
+/// are until the response is written: serialized once, straight into the body.
+#[derive(Debug, Clone, Serialize)]
 pub struct Document {
+    #[serde(skip)]
     status: StatusCode,
-    body: Map<String, Value>,
+    data: Data,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    included: Option<Vec<Resource>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    links: Option<Value>,
+    #[serde(skip_serializing_if = "Map::is_empty")]
+    meta: Map<String, Value>,
+}
+
+/// A document's primary data: one resource or a list of them.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+enum Data {
+    One(Box<Resource>),
+    Many(Vec<Resource>),
 }
 
 impl Document {
     pub fn one(resource: Resource) -> Self {
-        let mut body = Map::new();
-        body.insert("data".into(), serde_json::to_value(resource).expect("a resource serializes"));
-        Self { status: StatusCode::OK, body }
+        Self::of(Data::One(Box::new(resource)))
     }
 
     /// A page of resources with the pagination envelope (`links` and `meta.pagination`).
     pub fn page(resources: Vec<Resource>, page: &Paginated) -> Self {
-        let mut body = Map::new();
-        body.insert("data".into(), serde_json::to_value(resources).expect("resources serialize"));
-        body.insert("links".into(), page.links());
-        body.insert("meta".into(), serde_json::json!({ "pagination": page.meta() }));
-        Self { status: StatusCode::OK, body }
+        let mut document = Self::of(Data::Many(resources));
+        document.links = Some(page.links());
+        document.meta("pagination", page.meta())
+    }
+
+    fn of(data: Data) -> Self {
+        Self { status: StatusCode::OK, data, included: None, links: None, meta: Map::new() }
     }
 
     pub fn created(mut self) -> Self {
@@ -97,26 +107,20 @@ impl Document {
     }
 
     pub fn included(mut self, resources: Vec<Resource>) -> Self {
-        self.body.insert("included".into(), serde_json::to_value(resources).expect("resources serialize"));
+        self.included = Some(resources);
         self
     }
 
     /// Adds a member to `meta` next to `pagination`.
     pub fn meta(mut self, name: &str, value: Value) -> Self {
-        let meta = self.body.entry("meta").or_insert_with(|| Value::Object(Map::new()));
-        if let Value::Object(meta) = meta {
-            meta.insert(name.into(), value);
-        }
+        self.meta.insert(name.into(), value);
         self
-    }
-
-    pub fn into_json(self) -> Value {
-        Value::Object(self.body)
     }
 }
 
 impl IntoResponse for Document {
     fn into_response(self) -> Response {
-        (self.status, [(header::CONTENT_TYPE, JSONAPI)], Value::Object(self.body).to_string()).into_response()
+        let body = serde_json::to_vec(&self).expect("a document serializes");
+        (self.status, [(header::CONTENT_TYPE, JSONAPI)], body).into_response()
     }
 }

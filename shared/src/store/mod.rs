@@ -110,9 +110,10 @@ impl Item {
         self
     }
 
-    /// Deserializes the attributes (index keys and TTL are ignored by `T` unless it names them).
+    /// Deserializes the attributes where they are, without a copy of the map (index keys and
+    /// TTL are ignored by `T` unless it names them).
     pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, StoreError> {
-        serde_json::from_value(Value::Object(self.attrs.clone())).map_err(StoreError::backend)
+        T::deserialize(&self.attrs).map_err(StoreError::backend)
     }
 
     pub fn index_key(&self, index: Index) -> Option<(&str, &str)> {
