@@ -14,12 +14,13 @@ use axum::http::Uri;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use axum::Router;
+use tower::util::MapRequestLayer;
 use tower::Layer;
 
 /// Wraps a function's whole router: the log line outermost (so it sees every request, the
 /// path as sent, and the final status), then the path in its one form.
 pub fn edge(router: Router) -> Router {
-    let normalised = middleware::from_fn(normalise_path).layer(router);
+    let normalised = MapRequestLayer::new(normalise_path).layer(router);
     Router::new().fallback_service(middleware::from_fn(log_request).layer(normalised))
 }
 
@@ -52,7 +53,7 @@ fn shown(path: &str) -> Cow<'_, str> {
 }
 
 /// Rewrites an `/api/v2` or `/api/registry` path without empty segments or a trailing slash.
-async fn normalise_path(mut request: Request, next: Next) -> Response {
+fn normalise_path(mut request: Request) -> Request {
     if let Some(path) = normalised(request.uri().path()) {
         let query = request.uri().query().map(|query| format!("?{query}")).unwrap_or_default();
         let mut parts = request.uri().clone().into_parts();
@@ -61,7 +62,7 @@ async fn normalise_path(mut request: Request, next: Next) -> Response {
             *request.uri_mut() = rewritten;
         }
     }
-    next.run(request).await
+    request
 }
 
 /// The path without empty segments and trailing slash, when it is under `/api/v2` or

@@ -80,7 +80,7 @@ fn request_id() -> String {
 }
 
 /// Rewrites `LIST /v1/…` as `GET /v1/…?list=true`.
-pub async fn list_as_get(mut request: Request, next: Next) -> Response {
+pub fn list_as_get(mut request: Request) -> Request {
     if request.method().as_str() == "LIST" && request.uri().path().starts_with("/v1/") {
         *request.method_mut() = Method::GET;
         let uri = request.uri();
@@ -92,7 +92,7 @@ pub async fn list_as_get(mut request: Request, next: Next) -> Response {
             *request.uri_mut() = rewritten;
         }
     }
-    next.run(request).await
+    request
 }
 
 /// A request path under `/v1` in the one form that is routed, checked against policies and
@@ -185,10 +185,10 @@ fn canonical(raw: &str) -> Result<Canonical, BrokerError> {
 /// path whatever escapes or trailing slash the client sent (`/v1/sys/policies/acl/` is
 /// `sys/policies/acl`). A path it refuses passes unchanged, to be answered by
 /// [`refuse_unclean_paths`] where the broker's routes are.
-pub async fn canonical_uri(mut request: Request, next: Next) -> Response {
+pub fn canonical_uri(mut request: Request) -> Request {
     let uri = request.uri();
     let Some(under) = under_v1(uri.path()) else {
-        return next.run(request).await;
+        return request;
     };
     if let Some(Canonical { encoded, .. }) = canonical(under).ok().filter(|c| c.encoded != under) {
         let query = uri.query().map(|query| format!("?{query}")).unwrap_or_default();
@@ -198,7 +198,7 @@ pub async fn canonical_uri(mut request: Request, next: Next) -> Response {
             *request.uri_mut() = rewritten;
         }
     }
-    next.run(request).await
+    request
 }
 
 /// The path after `/v1`, for a path under it.

@@ -52,10 +52,11 @@ pub fn router() -> Router<AppState> {
 /// What must happen to a `/v1` request before routing (a layer on a router runs after it, when a
 /// GET-only route has already refused the verb), so it wraps a whole router: `LIST` served as
 /// `GET ?list=true`, and the path rewritten to its canonical form (one trailing slash dropped,
-/// escapes only where needed), so that `/v1/sys/policies/acl/` finds its route.
+/// escapes only where needed), so that `/v1/sys/policies/acl/` finds its route. Both are plain
+/// rewrites of the request, so they wrap the router without a middleware future of their own.
 pub fn with_vault_requests(router: Router) -> Router {
-    let canonical = axum::middleware::from_fn(http::canonical_uri).layer(router);
-    Router::new().fallback_service(axum::middleware::from_fn(http::list_as_get).layer(canonical))
+    let rewrite = |request| http::canonical_uri(http::list_as_get(request));
+    Router::new().fallback_service(tower::util::MapRequestLayer::new(rewrite).layer(router))
 }
 
 /// axum's bare 405, in Vault's format, keeping its `Allow` header.
