@@ -116,15 +116,22 @@ fn run_cached(conn: &Connection, sql: &str) -> Result<(), StoreError> {
 
 fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
     // Cached statements: preparing one costs more than the point read itself.
-    let attrs: Option<String> = conn
+    let attrs = conn
         .prepare_cached("SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)")
-        .and_then(|mut statement| statement.query_row((&key.pk, &key.sk, now_epoch()), |row| row.get(0)).optional())
+        .and_then(|mut statement| {
+            statement.query_row((&key.pk, &key.sk, now_epoch()), |row| attrs_at(row, 0)).optional()
+        })
         .map_err(StoreError::backend)?;
-    attrs.map(|json| Ok(Item::new(key.clone(), parse_attrs(&json)?))).transpose()
+    Ok(attrs.map(|attrs| Item::new(key.clone(), attrs)))
 }
 
-fn parse_attrs(json: &str) -> Result<Attrs, StoreError> {
-    serde_json::from_str(json).map_err(StoreError::backend)
+/// Parses the attributes in `column` from the text where SQLite holds it, without a copy first.
+fn attrs_at(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Attrs> {
+    let refused = |err: Box<dyn std::error::Error + Send + Sync>| {
+        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, err)
+    };
+    let json = row.get_ref(column)?.as_str().map_err(|err| refused(Box::new(err)))?;
+    serde_json::from_str(json).map_err(|err| refused(Box::new(err)))
 }
 
 fn store(conn: &Connection, item: &Item) -> Result<(), StoreError> {
@@ -257,7 +264,7 @@ fn run_query(conn: &Connection, query: &Query) -> Result<Page, StoreError> {
             row.get::<_, String>(0).map_err(StoreError::backend)?,
             row.get::<_, String>(1).map_err(StoreError::backend)?,
         );
-        let attrs = parse_attrs(&row.get::<_, String>(2).map_err(StoreError::backend)?)?;
+        let attrs = attrs_at(row, 2).map_err(StoreError::backend)?;
         last_sort = row.get(3).map_err(StoreError::backend)?;
         items.push(Item::new(key, attrs));
     }
