@@ -33,3 +33,19 @@ def test_every_request_is_logged_once_even_at_shutdown():
         logged = [line for line in lines if "/api/v2/ping" in line and "request" in line]
         assert len(logged) == REQUESTS, f"{len(logged)} request lines for {REQUESTS} requests"
         assert any("shutting down" in line for line in lines)
+
+
+def test_a_log_read_through_a_pipe_has_no_colour_codes():
+    binary = os.environ["HANGAR_DEV_SERVER"]
+    with tempfile.TemporaryDirectory() as data_dir:
+        # An empty NO_COLOR does not ask for plain text: only stdout not being a terminal does.
+        process, url, _, _ = _start(binary, data_dir, env={"RUST_LOG": "info", "NO_COLOR": ""})
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/ping") as response:
+                assert response.status == 204
+        finally:
+            process.send_signal(signal.SIGTERM)
+            output, _ = process.communicate(timeout=15)
+        logged = [line for line in output.splitlines() if "/api/v2/ping" in line]
+        assert logged, "no line for the request"
+        assert not any("\x1b[" in line for line in output.splitlines()), logged

@@ -70,7 +70,12 @@ where
         let layer = tracing_subscriber::fmt::layer().json().without_time().with_target(false).with_writer(writer);
         registry.with(layer).try_init()
     } else {
-        registry.with(tracing_subscriber::fmt::layer().with_target(false).with_writer(writer)).try_init()
+        // Colours only for a terminal: escape codes in a file or a pipe are noise (and their
+        // formatting was a tenth of each log line's cost).
+        let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        registry
+            .with(tracing_subscriber::fmt::layer().with_target(false).with_ansi(ansi).with_writer(writer))
+            .try_init()
     };
 }
 
