@@ -110,8 +110,8 @@ impl Item {
         self
     }
 
-    /// Deserializes the attributes where they are, without a copy of the map (index keys and
-    /// TTL are ignored by `T` unless it names them).
+    /// Deserializes the attributes, as a struct or a map, where they are: without a copy of the
+    /// map (index keys and TTL are ignored by `T` unless it names them).
     pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, StoreError> {
         T::deserialize(&self.attrs).map_err(StoreError::backend)
     }
