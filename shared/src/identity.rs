@@ -22,6 +22,8 @@ use p256::pkcs8::DecodePublicKey;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use crate::lazy::LazyClient;
+
 /// The path under Hangar's address that issues plugin identity tokens (Vault's).
 pub const ISSUER_PATH: &str = "/v1/identity/oidc/plugins";
 
@@ -146,14 +148,14 @@ impl TokenSigner for LocalSigner {
 
 /// An asymmetric KMS key (`ECC_NIST_P256`, `SIGN_VERIFY`); its public key is read once.
 pub struct KmsSigner {
-    client: aws_sdk_kms::Client,
+    client: LazyClient<aws_sdk_kms::Client>,
     key_id: String,
     public_key: tokio::sync::OnceCell<VerifyingKey>,
 }
 
 impl KmsSigner {
-    pub fn new(client: aws_sdk_kms::Client, key_id: impl Into<String>) -> Self {
-        Self { client, key_id: key_id.into(), public_key: tokio::sync::OnceCell::new() }
+    pub fn new(client: impl Into<LazyClient<aws_sdk_kms::Client>>, key_id: impl Into<String>) -> Self {
+        Self { client: client.into(), key_id: key_id.into(), public_key: tokio::sync::OnceCell::new() }
     }
 }
 

@@ -17,6 +17,7 @@ pub mod identity;
 pub mod ids;
 pub mod jobs;
 pub mod lambda;
+pub mod lazy;
 pub mod names;
 pub mod registry;
 pub mod seal;

@@ -33,6 +33,8 @@ use base64::Engine;
 use rand::rngs::OsRng;
 use rand::RngCore;
 
+use crate::lazy::LazyClient;
+
 /// What every format-1 value was sealed for: its AES-GCM associated data, and the value of its
 /// KMS encryption context's `purpose` entry.
 const PURPOSE: &str = "hangar-broker-secret";
@@ -400,14 +402,14 @@ impl Sealer for LocalSealer {
 /// bytes; sealing one is a [`SealError::Kms`].
 #[derive(Debug, Clone)]
 pub struct KmsSealer {
-    client: aws_sdk_kms::Client,
+    client: LazyClient<aws_sdk_kms::Client>,
     key_id: String,
 }
 
 impl KmsSealer {
     /// A sealer using the KMS key `key_id` (key id, key ARN, alias name or alias ARN).
-    pub fn new(client: aws_sdk_kms::Client, key_id: impl Into<String>) -> Self {
-        Self { client, key_id: key_id.into() }
+    pub fn new(client: impl Into<LazyClient<aws_sdk_kms::Client>>, key_id: impl Into<String>) -> Self {
+        Self { client: client.into(), key_id: key_id.into() }
     }
 
     async fn encrypt(&self, context: HashMap<String, String>, plaintext: &str) -> Result<Vec<u8>, SealError> {

@@ -8,6 +8,7 @@ use crate::aws::{AwsBase, CloudSettings, SharedCloud};
 use crate::blobs::{Blobs, DeployedBlobs, LocalBlobs, WithS3};
 use crate::config::{Config, StoreKind};
 use crate::identity::{KmsSigner, LocalSigner, SharedTokenSigner};
+use crate::lazy::LazyClient;
 use crate::seal::{KmsSealer, LocalSealer, SharedSealer};
 use crate::store::{DynamoStore, Store};
 
@@ -123,13 +124,17 @@ impl AppState {
             crate::vcs::Client::new(config.vcs_allowed_networks.clone(), config.archive_limits.max_compressed_bytes)
                 .map_err(|e| BootError::Http(e.to_string()))?;
         let sealer: SharedSealer = match &config.kms_key_id {
-            Some(key_id) => Arc::new(KmsSealer::new(aws_sdk_kms::Client::new(aws.config().await), key_id.clone())),
+            Some(key_id) => Arc::new(KmsSealer::new(
+                LazyClient::of_sdk(aws.config().await, aws_sdk_kms::Client::new),
+                key_id.clone(),
+            )),
             None => Arc::new(LocalSealer::open(&data_dir(&config)?.join("broker-seal.key"))?),
         };
         let identity: Option<SharedTokenSigner> = match (&config.identity_kms_key_id, config.store) {
-            (Some(key_id), _) => {
-                Some(Arc::new(KmsSigner::new(aws_sdk_kms::Client::new(aws.config().await), key_id.clone())))
-            }
+            (Some(key_id), _) => Some(Arc::new(KmsSigner::new(
+                LazyClient::of_sdk(aws.config().await, aws_sdk_kms::Client::new),
+                key_id.clone(),
+            ))),
             (None, StoreKind::Sqlite) => Some(Arc::new(LocalSigner::open(&data_dir(&config)?.join("identity.key"))?)),
             (None, StoreKind::Dynamodb) => None,
         };

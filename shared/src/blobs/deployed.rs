@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
+use crate::lazy::LazyClient;
+
 use super::{BlobError, BlobReader, BlobStore, Blobs, ObjectId, S3Blobs};
 
 #[async_trait]
@@ -22,13 +24,18 @@ pub struct WithS3;
 #[async_trait]
 impl DeployedBlobs for WithS3 {
     async fn connect(sdk: &aws_config::SdkConfig, bucket: &str, init: bool) -> Result<Blobs, BlobError> {
-        let config = aws_sdk_s3::config::Builder::from(sdk).force_path_style(sdk.endpoint_url().is_some()).build();
-        let blobs = S3Blobs::new(aws_sdk_s3::Client::from_conf(config), bucket);
+        // Built on first use: most requests of a family that keeps archives touch none.
+        let blobs = S3Blobs::new(LazyClient::of_sdk(sdk, s3_client), bucket);
         if init {
             blobs.create_bucket_if_missing().await?;
         }
         Ok(Arc::new(blobs))
     }
+}
+
+fn s3_client(sdk: &aws_config::SdkConfig) -> aws_sdk_s3::Client {
+    let path_style = sdk.endpoint_url().is_some();
+    aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(sdk).force_path_style(path_style).build())
 }
 
 /// For the families that never read or write an archive: any call is a bug, reported as one.

@@ -11,19 +11,21 @@ use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::types::{BucketLocationConstraint, CreateBucketConfiguration};
 use aws_sdk_s3::Client;
 
+use crate::lazy::LazyClient;
+
 use super::{BlobError, BlobReader, BlobStore, ObjectId};
 
 /// The object store on an S3 bucket.
 #[derive(Clone)]
 pub struct S3Blobs {
-    client: Client,
+    client: LazyClient<Client>,
     bucket: String,
 }
 
 impl S3Blobs {
     /// A store on `bucket`, which must exist (see [`S3Blobs::create_bucket_if_missing`]).
-    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
-        Self { client, bucket: bucket.into() }
+    pub fn new(client: impl Into<LazyClient<Client>>, bucket: impl Into<String>) -> Self {
+        Self { client: client.into(), bucket: bucket.into() }
     }
 
     /// Creates the bucket, in the client's region, unless it exists.
