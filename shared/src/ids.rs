@@ -7,9 +7,12 @@ pub fn random_token(len: usize) -> String {
     OsRng.sample_iter(&Alphanumeric).take(len).map(char::from).collect()
 }
 
+/// How many random characters follow a resource id's prefix.
+pub const ID_CHARS: usize = 16;
+
 /// A new resource id with the given prefix, e.g. `new_id("ws")` → `ws-6a1ZkG3pQv8TnY2r`.
 pub fn new_id(prefix: &str) -> String {
-    format!("{prefix}-{}", random_token(16))
+    format!("{prefix}-{}", random_token(ID_CHARS))
 }
 
 /// The kinds of resource addressed by their own id (`/teams/team-…`), each known by its id's

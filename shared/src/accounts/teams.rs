@@ -7,7 +7,7 @@ use super::access::{self, join, TEAM_COUNT};
 use super::error::{AccountsError, Result};
 use crate::api::Field;
 use crate::api::PageRequest;
-use crate::auth::{hash_secret, new_secret, OrganizationAccess, Permission, Principal, TeamGrant, TokenRecord};
+use crate::auth::{hash_secret, new_team_secret, OrganizationAccess, Permission, Principal, TeamGrant, TokenRecord};
 use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::owned::{satellites, SATELLITES};
@@ -169,7 +169,7 @@ pub(super) fn mint(new: NewToken, grant: TeamGrant) -> Result<(TeamToken, String
     if new.expired_at.is_some_and(|at| at <= now) {
         return Err(AccountsError::invalid(Field::Attribute("expired-at"), "must be in the future"));
     }
-    let secret = new_secret();
+    let secret = new_team_secret(&grant.org_id);
     let token = TeamToken {
         id: new_id("at"),
         hash: hash_secret(&secret),

@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamGrant};
 
 use crate::api::ApiError;
-use crate::ids::random_token;
+use crate::ids::{random_token, ID_CHARS};
 use crate::state::AppState;
 use std::sync::Arc;
 
@@ -22,9 +22,37 @@ use crate::store::{keys, retry_on_race, Condition, Item, ItemStore, Key, ReadAhe
 /// The `token_id` of the site-admin token.
 const SITE_ADMIN_TOKEN_ID: &str = "site-admin";
 
-/// A new token secret in HCP Terraform's shape (`<14>.atlasv1.<64>`), which tools recognise.
+/// What separates a secret's two random parts, as in HCP Terraform's tokens.
+const SECRET_INFIX: &str = ".atlasv1.";
+/// The prefix of an organization's id (`org-…`).
+const ORG_ID_PREFIX: &str = "org-";
+
+/// A new token secret in HCP Terraform's shape (`<14>.atlasv1.<64>`), which tools (and secret
+/// scanners) recognise.
 pub fn new_secret() -> String {
-    format!("{}.atlasv1.{}", random_token(14), random_token(64))
+    format!("{}{SECRET_INFIX}{}", random_token(14), random_token(64))
+}
+
+/// A team token's secret: the same shape, its long part opening with the 16 characters of its
+/// organization's id after `org-`. A function instance that has not yet seen the organization
+/// learns its id from the secret (see [`org_hint`]) and reads what a request wants there in the
+/// token's own batch: one round trip for a first read, not two. An organization's id is no
+/// secret (every member reads it); the other 62 characters are random.
+pub fn new_team_secret(org_id: &str) -> String {
+    match org_id.strip_prefix(ORG_ID_PREFIX).filter(|body| body.len() == ID_CHARS) {
+        Some(body) => format!("{}{SECRET_INFIX}{body}{}", random_token(14), random_token(64 - ID_CHARS)),
+        None => new_secret(),
+    }
+}
+
+/// The organization id a secret's shape suggests (see [`new_team_secret`]). Only a guess: any
+/// caller can send any secret, and secrets made before team tokens carried it, or for the site
+/// admin, suggest an id nobody has. Items read with it are used only once the token resolves,
+/// and only when the organization's name marker read in the same batch holds that id.
+fn org_hint(secret: &str) -> Option<String> {
+    let (_, long) = secret.split_once(SECRET_INFIX)?;
+    let body = long.get(..ID_CHARS)?;
+    body.bytes().all(|b| b.is_ascii_alphanumeric()).then(|| format!("{ORG_ID_PREFIX}{body}"))
 }
 
 /// The hex SHA-256 of a secret: the only form in which tokens are stored.
@@ -238,10 +266,13 @@ impl FromRequestParts<AppState> for Scoped {
         let name = param("org").or_else(|| param("namespace"));
         let plan = parts.extensions.get::<ReadPlan>().copied();
         let ahead = match (name, plan) {
-            (Some(name), Some(ReadPlan(plan))) => state.org_hints.guess(name).and_then(|org_id| {
-                let keys = plan(&org_id, &|wanted| param(wanted).map(str::to_owned))?;
-                Some(std::iter::once(keys::organization(&org_id)).chain(keys).collect())
-            }),
+            // What this process saw last, else what a team token's secret says.
+            (Some(name), Some(ReadPlan(plan))) => {
+                state.org_hints.guess(name).or_else(|| org_hint(&secret)).and_then(|org_id| {
+                    let keys = plan(&org_id, &|wanted| param(wanted).map(str::to_owned))?;
+                    Some(std::iter::once(keys::organization(&org_id)).chain(keys).collect())
+                })
+            }
             _ => None,
         };
         match resolve_scoped(&state.store, &secret, name, ahead.unwrap_or_default()).await? {
@@ -278,5 +309,33 @@ mod tests {
         assert!(a.contains(".atlasv1."));
         assert_eq!(hash_secret("x"), hash_secret("x"));
         assert_eq!(hash_secret("x").len(), 64);
+    }
+
+    /// HCP Terraform's shape, which secret scanners match: 14 and 64 alphanumeric characters.
+    fn hcp_shaped(secret: &str) -> bool {
+        let Some((short, long)) = secret.split_once(".atlasv1.") else { return false };
+        let alphanumeric = |part: &str| part.bytes().all(|b| b.is_ascii_alphanumeric());
+        short.len() == 14 && long.len() == 64 && alphanumeric(short) && alphanumeric(long)
+    }
+
+    #[test]
+    fn a_team_secret_keeps_the_shape_and_names_its_organization() {
+        let org_id = crate::ids::new_id("org");
+        let (a, b) = (new_team_secret(&org_id), new_team_secret(&org_id));
+        assert!(hcp_shaped(&a) && hcp_shaped(&b), "{a} {b}");
+        assert_ne!(a, b);
+        assert_eq!(org_hint(&a).as_deref(), Some(org_id.as_str()));
+        assert!(hcp_shaped(&new_secret()));
+        // An id of another shape is not put in a secret.
+        assert!(hcp_shaped(&new_team_secret("org-short")));
+    }
+
+    #[test]
+    fn a_secret_of_any_other_shape_suggests_no_organization() {
+        for secret in ["", "plain", "abc.atlasv1.", "abc.atlasv1.short", "abc.atlasv1.0123456789abcde-xyz"] {
+            assert_eq!(org_hint(secret), None, "{secret}");
+        }
+        // Multi-byte text where the id would be ends the guess rather than splitting a character.
+        assert_eq!(org_hint("abc.atlasv1.0123456789abcdé"), None);
     }
 }
