@@ -1,7 +1,7 @@
 //! The tar stream as it comes out of the gzip decoder, counted against the uncompressed limit.
 //! The read that crosses the limit is stopped, so a gzip bomb inflates no further than the
-//! limit, and the reason is recorded: the error that reaches the caller through `tar` and
-//! `flate2` is generic.
+//! limit and the decoder's one buffer, and the reason is recorded: the error that reaches the
+//! caller through `tar` and `flate2` is generic.
 
 use std::cell::Cell;
 use std::io::{self, Read};

@@ -18,7 +18,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-use std::io::{self, Read};
+use std::io::{self, BufReader, Read};
 
 use flate2::bufread::MultiGzDecoder;
 
@@ -73,7 +73,10 @@ pub async fn inspect(
 pub fn inspect_sync(source: impl Read, limits: ArchiveLimits) -> Result<ArchiveSummary, ArchiveError> {
     let tally = Tally::new(limits.max_uncompressed_bytes);
     let upload = Upload::new(source, limits.max_compressed_bytes);
-    let decoder = MultiGzDecoder::new(upload);
+    // `tar` reads each header as 512 bytes and each body as it is sized: inflating into reads
+    // that small keeps zlib off its fast path (it wants room for a whole match), so the decoder
+    // inflates into a buffer of its own and the reads above are served from it.
+    let decoder = BufReader::with_capacity(BUFFER_BYTES, MultiGzDecoder::new(upload));
     let mut archive = tar::Archive::new(Inflated::new(decoder, &tally));
     let mut scratch = vec![0; BUFFER_BYTES];
 
@@ -83,7 +86,7 @@ pub fn inspect_sync(source: impl Read, limits: ArchiveLimits) -> Result<ArchiveS
         discard(&mut inflated, &mut scratch)?;
         Ok(findings)
     });
-    let mut upload = inflated.into_inner().into_inner();
+    let mut upload = inflated.into_inner().into_inner().into_inner();
     let drained = drained.and_then(|findings| {
         upload.drain()?;
         Ok(findings)

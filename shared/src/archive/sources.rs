@@ -88,7 +88,7 @@ impl ModuleSources {
             self.left_out.get_or_insert_with(|| format!("more than {DIRECTORIES_CAP} module directories"));
             return;
         }
-        let text = String::from_utf8_lossy(&text).into_owned();
+        let text = String::from_utf8(text).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
         let entry = self.directories.entry(directory.to_owned()).or_default();
         match wanted {
             Wanted::Source => {
