@@ -2,8 +2,10 @@
 //! its requests call few of them: registry-api's GET module reads DynamoDB and never calls S3 or
 //! KMS. Building an AWS SDK client parses the SDK's endpoint rules and partition table, a share
 //! of a start worth not paying for a client the function may never call (BENCHMARKS.md, "Cold
-//! init"). Building is infallible for the clients held this way, so nothing can fail later that
-//! would have failed at the start.
+//! init"). The AWS clients held this way build infallibly, so nothing fails later that would
+//! have failed at the start; the HTTPS clients for calls out (the public registry proxy, VCS) are
+//! held as a `Result` whose error the call reports, for a TLS configuration rustls would refuse
+//! (the one compiled in never is).
 
 use std::fmt;
 use std::ops::Deref;

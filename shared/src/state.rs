@@ -20,8 +20,9 @@ pub struct AppState {
     /// Set when blobs are local files: dev-server then serves their `/upload/` and `/object/`
     /// links.
     pub local_blobs: Option<LocalBlobs>,
-    /// For calls out (the public registry proxy); built once, cloned cheaply.
-    pub http: reqwest::Client,
+    /// For calls out (the public registry proxy): built by the first call, cloned cheaply, the
+    /// reason if it could not be built.
+    pub http: LazyClient<Result<reqwest::Client, String>>,
     /// For VCS calls: reaches the public Internet and `HANGAR_VCS_ALLOWED_NETWORKS` only.
     pub vcs: crate::vcs::Client,
     /// Seals stored secrets: KMS in AWS, a key file locally.
@@ -75,8 +76,6 @@ pub enum BootError {
     Store(#[from] crate::store::StoreError),
     #[error("blobs: {0}")]
     Blobs(#[from] crate::blobs::BlobError),
-    #[error("HTTP client: {0}")]
-    Http(String),
     #[error("seal: {0}")]
     Seal(#[from] crate::seal::SealError),
     #[error("identity: {0}")]
@@ -113,16 +112,18 @@ impl AppState {
                 (Arc::new(store), blobs, None)
             }
         };
-        let tls = crate::https::client_tls().map_err(|e| BootError::Http(e.to_string()))?;
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls)
-            .timeout(config.public_registry_timeout)
-            .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| BootError::Http(e.to_string()))?;
+        let timeout = config.public_registry_timeout;
+        let http = LazyClient::new(move || {
+            let tls = crate::https::client_tls().map_err(|e| e.to_string())?;
+            reqwest::Client::builder()
+                .use_preconfigured_tls(tls)
+                .timeout(timeout)
+                .user_agent(concat!("hangar/", env!("CARGO_PKG_VERSION")))
+                .build()
+                .map_err(|e| e.to_string())
+        });
         let vcs =
-            crate::vcs::Client::new(config.vcs_allowed_networks.clone(), config.archive_limits.max_compressed_bytes)
-                .map_err(|e| BootError::Http(e.to_string()))?;
+            crate::vcs::Client::new(config.vcs_allowed_networks.clone(), config.archive_limits.max_compressed_bytes);
         let sealer: SharedSealer = match &config.kms_key_id {
             Some(key_id) => Arc::new(KmsSealer::new(
                 LazyClient::of_sdk(aws.config().await, aws_sdk_kms::Client::new),

@@ -15,16 +15,18 @@ use reqwest::dns::{Addrs, Name, Resolve, Resolving};
 use reqwest::Url;
 
 use super::networks::{AllowedNetworks, Refused};
+use crate::lazy::LazyClient;
 
 /// How long opening a connection may take; each call has its own overall timeout as well.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most addresses of one host name that are checked and tried.
 const MAX_ADDRESSES: usize = 16;
 
-/// The checked client, cheap to clone.
+/// The checked client, cheap to clone. Its HTTPS client is built by the first call out: most
+/// of a function's starts make none (BENCHMARKS.md, "Cold init").
 #[derive(Clone)]
 pub struct Client {
-    pub(super) http: reqwest::Client,
+    http: LazyClient<Result<reqwest::Client, String>>,
     allowed: Arc<AllowedNetworks>,
     /// The largest archive download read, in bytes (`HANGAR_ARCHIVE_MAX_COMPRESSED_BYTES`, as for
     /// uploads).
@@ -33,18 +35,27 @@ pub struct Client {
 
 impl Client {
     /// A client whose connections reach the public Internet and the `allowed` networks only.
-    pub fn new(allowed: AllowedNetworks, max_archive_bytes: u64) -> Result<Self, String> {
+    pub fn new(allowed: AllowedNetworks, max_archive_bytes: u64) -> Self {
         let allowed = Arc::new(allowed);
-        let tls = crate::https::client_tls().map_err(|e| e.to_string())?;
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls)
-            .dns_resolver(Arc::new(CheckedResolver(Arc::clone(&allowed))))
-            .redirect(reqwest::redirect::Policy::none())
-            .no_proxy()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| e.to_string())?;
-        Ok(Self { http, allowed, max_archive_bytes })
+        let resolver = CheckedResolver(Arc::clone(&allowed));
+        let http = LazyClient::new(move || {
+            let tls = crate::https::client_tls().map_err(|e| e.to_string())?;
+            reqwest::Client::builder()
+                .use_preconfigured_tls(tls)
+                .dns_resolver(Arc::new(resolver))
+                .redirect(reqwest::redirect::Policy::none())
+                .no_proxy()
+                .connect_timeout(CONNECT_TIMEOUT)
+                .build()
+                .map_err(|e| e.to_string())
+        });
+        Self { http, allowed, max_archive_bytes }
+    }
+
+    /// The HTTPS client, built on first use; the reason if it could not be built (a TLS
+    /// configuration rustls refuses, which the one compiled in never is).
+    pub(super) fn http(&self) -> Result<&reqwest::Client, &str> {
+        self.http.as_ref().map_err(String::as_str)
     }
 
     /// The networks this client may reach besides the public Internet.

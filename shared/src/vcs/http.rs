@@ -144,7 +144,8 @@ impl Api {
             if let Err(refused) = self.client.check_target(&url) {
                 return Err(self.refused(call, &refused.to_string()));
             }
-            let mut request = self.client.http.request(method.clone(), url.clone()).timeout(timeout);
+            let http = self.client.http().map_err(|why| self.unbuilt(call, why))?;
+            let mut request = http.request(method.clone(), url.clone()).timeout(timeout);
             request = request.header(header::USER_AGENT, "hangar");
             if url.origin() == base.origin() {
                 request = self.headers.iter().fold(request.bearer_auth(&self.token), |r, (k, v)| r.header(*k, *v));
@@ -269,6 +270,11 @@ impl Api {
 
     /// A request that failed before an answer: logged with its causes (never reqwest's own
     /// text, which holds the URL), told as unreachable.
+    fn unbuilt(&self, call: &str, why: &str) -> VcsError {
+        tracing::error!(call, vendor = self.vendor, why, "VCS client could not be built");
+        VcsError::Upstream(format!("{call}: {UNREACHABLE}"))
+    }
+
     fn failed(&self, call: &str, e: &reqwest::Error) -> VcsError {
         let causes = causes(e);
         if refusal(e).is_some() {

@@ -289,7 +289,7 @@ fn loopback() -> AllowedNetworks {
 }
 
 fn client(kind: ServiceProvider, api_url: String, token: &str) -> Box<dyn VcsProvider> {
-    client_with(kind, api_url, token, Client::new(loopback(), 100 << 20).unwrap())
+    client_with(kind, api_url, token, Client::new(loopback(), 100 << 20))
 }
 
 fn client_with(kind: ServiceProvider, api_url: String, token: &str, checked: Client) -> Box<dyn VcsProvider> {
@@ -300,7 +300,7 @@ fn client_with(kind: ServiceProvider, api_url: String, token: &str, checked: Cli
 
 /// A client that allows no network beyond the public Internet.
 fn refusing_client(kind: ServiceProvider, api_url: String) -> Box<dyn VcsProvider> {
-    client_with(kind, api_url, TOKEN, Client::new(AllowedNetworks::default(), 100 << 20).unwrap())
+    client_with(kind, api_url, TOKEN, Client::new(AllowedNetworks::default(), 100 << 20))
 }
 
 fn repo(kind: ServiceProvider, identifier: &str) -> RepoId {
@@ -402,7 +402,7 @@ async fn github_archives_follow_the_redirect_to_the_download_host() {
 
 #[tokio::test]
 async fn an_archive_larger_than_the_limit_is_cut_off() {
-    let small = || Client::new(loopback(), 64).unwrap();
+    let small = || Client::new(loopback(), 64);
     // GitHub's download arrives in chunks, without a length; GitLab's says how long it is.
     let (base, _) = github_stand_in().await;
     let github = client_with(ServiceProvider::GitHub, base, TOKEN, small());

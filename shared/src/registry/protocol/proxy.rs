@@ -130,8 +130,9 @@ async fn fetch(state: &AppState, url: &str) -> Result<Bytes> {
     let failed = |e: reqwest::Error| ProtocolError::BadGateway(describe(&e, timeout));
     let too_large = || ProtocolError::BadGateway(format!("the upstream response exceeds {max_bytes} bytes"));
 
+    let http = state.http.as_ref().map_err(|why| ProtocolError::BadGateway(format!("no HTTPS client: {why}")))?;
     let mut response =
-        state.http.get(url).header(header::ACCEPT, "application/json").timeout(timeout).send().await.map_err(failed)?;
+        http.get(url).header(header::ACCEPT, "application/json").timeout(timeout).send().await.map_err(failed)?;
     match response.status() {
         StatusCode::OK => {}
         StatusCode::NOT_FOUND => return Err(ProtocolError::NotFound),
