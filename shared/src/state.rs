@@ -12,8 +12,30 @@ use crate::lazy::LazyClient;
 use crate::seal::{KmsSealer, LocalSealer, SharedSealer};
 use crate::store::{DynamoStore, Store};
 
+/// The state every handler is given, cheap to clone: one `Arc`. axum clones the state for each
+/// request's handler (and its extractors); a clone of the parts themselves, a dozen reference
+/// counts, was a measurable share of a warm GET (BENCHMARKS.md, "Warm requests"). Reads go
+/// through to the parts; an assignment to a part (`state.store = …`, tests and benchmarks)
+/// gives this state parts of its own first, leaving its clones as they were.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<StateParts>);
+
+impl std::ops::Deref for AppState {
+    type Target = StateParts;
+
+    fn deref(&self) -> &StateParts {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for AppState {
+    fn deref_mut(&mut self) -> &mut StateParts {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+#[derive(Clone)]
+pub struct StateParts {
     pub config: Arc<Config>,
     pub store: Store,
     pub blobs: Blobs,
@@ -142,7 +164,7 @@ impl AppState {
         let work = Arc::new(tokio::sync::Notify::new());
         let clouds = Arc::new(tokio::sync::Mutex::new(Vec::new()));
         let org_hints = Arc::default();
-        Ok(Self {
+        Ok(Self(Arc::new(StateParts {
             config: Arc::new(config),
             store,
             blobs,
@@ -155,7 +177,7 @@ impl AppState {
             identity,
             aws,
             org_hints,
-        })
+        })))
     }
 }
 

@@ -3,6 +3,7 @@
 //! and the log subscriber. dev-server mounts the same
 //! routers, so local and deployed behaviour cannot drift.
 
+mod batched_log;
 mod edge;
 pub mod objects;
 pub mod openapi;
@@ -35,24 +36,20 @@ pub fn init_tracing(json: bool) {
     install_subscriber(json, std::io::stdout);
 }
 
-/// The same for a long-running server (dev-server): lines go through a queue to a thread that
-/// writes them to stdout in batches, so a request never waits on the pipe or terminal behind
-/// stdout (one write per line was most of dev-server's system time under load). The queue
-/// blocks rather than drops when full, and the returned guard writes out what is queued when
-/// dropped: hold it until the server has stopped.
+/// The same for a long-running server (dev-server): lines are buffered in memory and written to
+/// stdout in batches ([`batched_log`]), so a request never waits on the pipe or terminal behind
+/// stdout (one write per line was most of dev-server's system time under load), nor wakes a
+/// thread. Nothing is dropped, and the returned guard writes out what is buffered when dropped:
+/// hold it until the server has stopped.
 pub fn init_buffered_tracing(json: bool) -> LogGuard {
-    let batched = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout());
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("hangar-log")
-        .finish(batched);
+    let (writer, guard) = batched_log::batched_stdout();
     install_subscriber(json, writer);
     LogGuard(guard)
 }
 
 /// Flushes the buffered log when dropped (see [`init_buffered_tracing`]).
 #[must_use = "the log is flushed when this guard is dropped"]
-pub struct LogGuard(#[allow(dead_code)] tracing_appender::non_blocking::WorkerGuard);
+pub struct LogGuard(#[allow(dead_code)] batched_log::FlushGuard);
 
 fn install_subscriber<W>(json: bool, writer: W)
 where
