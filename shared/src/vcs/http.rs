@@ -268,13 +268,15 @@ impl Api {
         })
     }
 
-    /// A request that failed before an answer: logged with its causes (never reqwest's own
-    /// text, which holds the URL), told as unreachable.
+    /// A request that could not be made: the HTTPS client could not be built (logged), told as
+    /// unreachable.
     fn unbuilt(&self, call: &str, why: &str) -> VcsError {
         tracing::error!(call, vendor = self.vendor, why, "VCS client could not be built");
         VcsError::Upstream(format!("{call}: {UNREACHABLE}"))
     }
 
+    /// A request that failed before an answer: logged with its causes (never reqwest's own
+    /// text, which holds the URL), told as unreachable.
     fn failed(&self, call: &str, e: &reqwest::Error) -> VcsError {
         let causes = causes(e);
         if refusal(e).is_some() {
