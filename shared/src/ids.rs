@@ -10,6 +10,10 @@ pub fn random_token(len: usize) -> String {
 /// How many random characters follow a resource id's prefix.
 pub const ID_CHARS: usize = 16;
 
+/// The prefix of an organization's id (organizations are addressed by name, so it is no
+/// [`Kind`]); a team token's secret carries the id's random part (`auth::new_team_secret`).
+pub const ORGANIZATION_PREFIX: &str = "org";
+
 /// A new resource id with the given prefix, e.g. `new_id("ws")` → `ws-6a1ZkG3pQv8TnY2r`.
 pub fn new_id(prefix: &str) -> String {
     format!("{prefix}-{}", random_token(ID_CHARS))

@@ -10,7 +10,7 @@ use super::teams::Team;
 use crate::api::Field;
 use crate::auth::{Permission, Principal};
 use crate::blobs::BlobStore;
-use crate::ids::new_id;
+use crate::ids::{new_id, ORGANIZATION_PREFIX};
 use crate::names;
 use crate::store::{keys, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
@@ -39,7 +39,7 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, new: NewOrgani
     names::check_email(&new.email).map_err(|e| AccountsError::name(Field::Attribute("email"), e))?;
     let now = crate::api::timestamp(chrono::Utc::now());
     let mut org = Organization {
-        id: new_id("org"),
+        id: new_id(ORGANIZATION_PREFIX),
         name: new.name,
         email: new.email,
         created_at: now.clone(),

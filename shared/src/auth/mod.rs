@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamGrant};
 
 use crate::api::ApiError;
-use crate::ids::{random_token, ID_CHARS};
+use crate::ids::{random_token, ID_CHARS, ORGANIZATION_PREFIX};
 use crate::state::AppState;
 use std::sync::Arc;
 
@@ -24,8 +24,6 @@ const SITE_ADMIN_TOKEN_ID: &str = "site-admin";
 
 /// What separates a secret's two random parts, as in HCP Terraform's tokens.
 const SECRET_INFIX: &str = ".atlasv1.";
-/// The prefix of an organization's id (`org-…`).
-const ORG_ID_PREFIX: &str = "org-";
 
 /// A new token secret in HCP Terraform's shape (`<14>.atlasv1.<64>`), which tools (and secret
 /// scanners) recognise.
@@ -39,7 +37,8 @@ pub fn new_secret() -> String {
 /// token's own batch: one round trip for a first read, not two. An organization's id is no
 /// secret (every member reads it); the other 62 characters are random.
 pub fn new_team_secret(org_id: &str) -> String {
-    match org_id.strip_prefix(ORG_ID_PREFIX).filter(|body| body.len() == ID_CHARS) {
+    let body = org_id.strip_prefix(ORGANIZATION_PREFIX).and_then(|rest| rest.strip_prefix('-'));
+    match body.filter(|body| body.len() == ID_CHARS) {
         Some(body) => format!("{}{SECRET_INFIX}{body}{}", random_token(14), random_token(64 - ID_CHARS)),
         None => new_secret(),
     }
@@ -52,7 +51,7 @@ pub fn new_team_secret(org_id: &str) -> String {
 fn org_hint(secret: &str) -> Option<String> {
     let (_, long) = secret.split_once(SECRET_INFIX)?;
     let body = long.get(..ID_CHARS)?;
-    body.bytes().all(|b| b.is_ascii_alphanumeric()).then(|| format!("{ORG_ID_PREFIX}{body}"))
+    body.bytes().all(|b| b.is_ascii_alphanumeric()).then(|| format!("{ORGANIZATION_PREFIX}-{body}"))
 }
 
 /// The hex SHA-256 of a secret: the only form in which tokens are stored.
@@ -320,7 +319,7 @@ mod tests {
 
     #[test]
     fn a_team_secret_keeps_the_shape_and_names_its_organization() {
-        let org_id = crate::ids::new_id("org");
+        let org_id = crate::ids::new_id(ORGANIZATION_PREFIX);
         let (a, b) = (new_team_secret(&org_id), new_team_secret(&org_id));
         assert!(hcp_shaped(&a) && hcp_shaped(&b), "{a} {b}");
         assert_ne!(a, b);
