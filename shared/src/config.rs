@@ -35,10 +35,24 @@ pub enum StoreKind {
     Dynamodb,
 }
 
+/// Whether other processes may open the embedded store's file while this one runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StoreSharing {
+    /// Shared: the functions under `cargo lambda watch`, each a process of its own on one data
+    /// directory. Every read takes a lock the other processes can see.
+    #[default]
+    Shared,
+    /// This process's alone (dev-server's default; `--shared-store` shares it): its reads take
+    /// no lock outside the process, and another process opening the file is refused.
+    Exclusive,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     pub edition: Edition,
     pub store: StoreKind,
+    /// How the embedded store holds its file.
+    pub store_sharing: StoreSharing,
     pub aws_trust: AwsTrust,
     pub data_dir: PathBuf,
     pub table: String,
@@ -284,6 +298,7 @@ impl Default for Config {
         Self {
             edition: Edition::Hosted,
             store: StoreKind::Sqlite,
+            store_sharing: StoreSharing::Shared,
             aws_trust: AwsTrust::Amazon,
             data_dir: PathBuf::from(".hangar"),
             table: "hangar".into(),
@@ -381,6 +396,7 @@ impl Config {
         Ok(Self {
             edition,
             store,
+            store_sharing: StoreSharing::Shared,
             aws_trust,
             data_dir: var("HANGAR_DATA_DIR").map(PathBuf::from).unwrap_or(defaults.data_dir),
             table: var("HANGAR_TABLE").unwrap_or(defaults.table),

@@ -192,7 +192,11 @@ fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
 #[cfg(feature = "sqlite")]
 fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootError> {
     let dir = data_dir(config)?;
-    let store = crate::store::SqliteStore::open(dir.join("hangar.db"))?;
+    let path = dir.join("hangar.db");
+    let store = match config.store_sharing {
+        crate::config::StoreSharing::Shared => crate::store::SqliteStore::open(path)?,
+        crate::config::StoreSharing::Exclusive => crate::store::SqliteStore::open_exclusive(path)?,
+    };
     let key = crate::blobs::signing_key(dir)?;
     let local = LocalBlobs::new(dir, key, config.public_url.clone().unwrap_or_default(), config.max_upload_bytes)?;
     Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))

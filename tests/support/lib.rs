@@ -6,7 +6,7 @@ pub mod counting;
 pub mod moto;
 
 use dev_server::{start, Options, Running, Store};
-use hangar::config::{Config, StoreKind};
+use hangar::config::{Config, StoreKind, StoreSharing};
 use hangar::ids::random_token;
 use hangar::state::AppState;
 use hangar::store::SqliteStore;
@@ -71,6 +71,7 @@ pub fn options(data_dir: &std::path::Path) -> Options {
         body_timeout: 300,
         // Only `spawn_on_dynamodb` polls a queue of its own: every test shares one emulator.
         upload_queue: String::new(),
+        shared_store: false,
     }
 }
 
@@ -100,7 +101,7 @@ impl TestApp {
     /// Starts dev-server with explicit options in `data_dir`.
     pub async fn spawn_in(data_dir: tempfile::TempDir, options: Options, config: Config) -> TestApp {
         // Kept as dev-server runs it, so a test can build a second state on the same files.
-        let config = Config { data_dir: options.data_dir.clone(), ..config };
+        let config = options.configure(config);
         let running = start(options, config.clone()).await.expect("dev-server starts");
         let admin_token = running.generated_admin_token.clone().expect("a fresh data directory gets a generated token");
         TestApp {
@@ -137,9 +138,14 @@ impl TestApp {
         AppState::build(self.config.clone(), false).await.expect("a second state on the same data")
     }
 
-    /// The embedded store's file, opened a second time as another process would.
+    /// The embedded store's file, opened a second time as dev-server opened it.
     pub fn store(&self) -> SqliteStore {
-        SqliteStore::open(self.data_dir.path().join("hangar.db")).expect("the embedded store")
+        let path = self.data_dir.path().join("hangar.db");
+        match self.config.store_sharing {
+            StoreSharing::Shared => SqliteStore::open(path),
+            StoreSharing::Exclusive => SqliteStore::open_exclusive(path),
+        }
+        .expect("the embedded store")
     }
 
     pub async fn stop(mut self) {

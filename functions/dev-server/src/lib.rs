@@ -12,7 +12,7 @@ use std::time::Duration;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use hangar::app::routers;
 use hangar::bootstrap::{install_tokens, Unconfigured};
-use hangar::config::{Config, StoreKind};
+use hangar::config::{Config, StoreKind, StoreSharing};
 use hangar::state::{AppState, BootError};
 use hyper_util::rt::TokioTimer;
 use tokio::sync::oneshot;
@@ -62,6 +62,24 @@ pub struct Options {
     /// Empty: dev-server does not poll, and something else (the stack's registry-ingest) must.
     #[arg(long, env = "HANGAR_UPLOAD_QUEUE", default_value = "hangar-uploads")]
     pub upload_queue: String,
+    /// Let other processes open the embedded store while dev-server runs (functions under
+    /// `cargo lambda watch` on the same data directory). By default dev-server holds it alone,
+    /// which makes every read cheaper, and a second server on the same directory is refused.
+    #[arg(long, env = "HANGAR_SHARED_STORE")]
+    pub shared_store: bool,
+}
+
+impl Options {
+    /// `config` with what these options decide: the data directory, the store and how its file
+    /// is held.
+    pub fn configure(&self, config: Config) -> Config {
+        let store = match self.store {
+            Store::Sqlite => StoreKind::Sqlite,
+            Store::Dynamodb => StoreKind::Dynamodb,
+        };
+        let store_sharing = if self.shared_store { StoreSharing::Shared } else { StoreSharing::Exclusive };
+        Config { data_dir: self.data_dir.clone(), store, store_sharing, ..config }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -106,18 +124,14 @@ impl Running {
 }
 
 /// Builds the state from `config` and `options`, binds, and serves in the background.
-pub async fn start(options: Options, mut config: Config) -> Result<Running, Error> {
+pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
     let listener =
         std::net::TcpListener::bind(options.listen).map_err(|source| Error::Listen { addr: options.listen, source })?;
     listener.set_nonblocking(true).map_err(|source| Error::Listen { addr: options.listen, source })?;
     let addr = listener.local_addr().map_err(|source| Error::Listen { addr: options.listen, source })?;
     let url = format!("{}://{addr}", if options.tls { "https" } else { "http" });
 
-    config.data_dir = options.data_dir.clone();
-    config.store = match options.store {
-        Store::Sqlite => StoreKind::Sqlite,
-        Store::Dynamodb => StoreKind::Dynamodb,
-    };
+    let mut config = options.configure(config);
     config.public_url.get_or_insert_with(|| url.clone());
     let state = AppState::build(config, options.init).await?;
     let generated = install_tokens(&state, Unconfigured::Generate).await?;

@@ -10,7 +10,18 @@ use dev_server::{install_crypto_provider, start, Options};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> std::process::ExitCode {
+    match serve().await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            // The reason as a sentence, e.g. the data directory another dev-server holds.
+            eprintln!("dev-server: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let log = hangar::app::init_buffered_tracing(false);
     install_crypto_provider();
     let options = Options::parse();

@@ -1,13 +1,20 @@
 //! The embedded adapter: one SQLite file in WAL mode. Writes run in `BEGIN IMMEDIATE`
 //! transactions, so conditions and the writes they guard are atomic across threads and
-//! across processes sharing the file (e.g. dev-server beside `cargo lambda watch`).
+//! across processes sharing the file (the functions under `cargo lambda watch`).
+//!
+//! Opened for one process alone ([`SqliteStore::open_exclusive`], dev-server's default), the
+//! file is locked once for the process's lifetime (SQLite's `unix-excl` VFS) and the WAL's
+//! index lives in memory: a read transaction then takes no lock another process could see.
+//! Shared, each one takes and releases a lock on the index's shared memory file, two `fcntl`
+//! calls under a mutex that every thread of the process contends for (BENCHMARKS.md, "Warm
+//! requests").
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use rusqlite::{params_from_iter, Connection, OptionalExtension, TransactionBehavior};
+use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 use serde_json::{Map, Value};
 
 use super::{
@@ -40,18 +47,57 @@ pub struct SqliteStore {
 
 struct Pool {
     path: PathBuf,
+    exclusive: bool,
     idle: Mutex<Vec<Connection>>,
 }
 
+/// How long an exclusive open waits for another process to let go of the file: long enough
+/// for a transaction in flight, short enough that a second server on the same data says so
+/// at once.
+const EXCLUSIVE_WAIT: Duration = Duration::from_secs(1);
+
+/// How long a statement waits for another writer's lock before failing.
+const BUSY_WAIT: Duration = Duration::from_secs(10);
+
 impl SqliteStore {
-    /// Opens (creating if needed) the store file.
+    /// Opens (creating if needed) the store file, shared with any other process that opens it.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, StoreError> {
-        let path = path.as_ref().to_path_buf();
-        let conn = connect(&path)?;
-        conn.execute_batch(SCHEMA).map_err(StoreError::backend)?;
+        Self::open_with(path.as_ref(), false)
+    }
+
+    /// Opens (creating if needed) the store file for this process alone: other stores of this
+    /// process may open it too, another process may not while this one runs. Refused when
+    /// another process has the file open.
+    pub fn open_exclusive(path: impl AsRef<Path>) -> Result<Self, StoreError> {
+        Self::open_with(path.as_ref(), true)
+    }
+
+    fn open_with(path: &Path, exclusive: bool) -> Result<Self, StoreError> {
+        // The first statement takes an exclusive open's lock for the process.
+        let wait = if exclusive { EXCLUSIVE_WAIT } else { BUSY_WAIT };
+        let conn =
+            connect(path, exclusive, wait).and_then(|conn| conn.execute_batch(SCHEMA).map(|()| conn)).map_err(|e| {
+                match e.sqlite_error_code() {
+                    // Writers hold the file for milliseconds: still locked after the wait, it is
+                    // held by a process that opened it alone, or this one wants it alone.
+                    Some(rusqlite::ErrorCode::DatabaseBusy) if exclusive => StoreError::Backend(format!(
+                        "{} is in use by another process, and this one asks for it alone: stop the \
+                     other, or share the file (dev-server's --shared-store)",
+                        path.display()
+                    )),
+                    Some(rusqlite::ErrorCode::DatabaseBusy) => StoreError::Backend(format!(
+                        "{} is held by another process that opened it alone (dev-server does, unless \
+                     started with --shared-store)",
+                        path.display()
+                    )),
+                    _ => StoreError::backend(e),
+                }
+            })?;
+        conn.busy_timeout(BUSY_WAIT).map_err(StoreError::backend)?;
         conn.execute("DELETE FROM items WHERE ttl IS NOT NULL AND ttl <= ?1", [now_epoch()])
             .map_err(StoreError::backend)?;
-        Ok(Self { inner: Arc::new(Pool { path, idle: Mutex::new(vec![conn]) }) })
+        let pool = Pool { path: path.to_path_buf(), exclusive, idle: Mutex::new(vec![conn]) };
+        Ok(Self { inner: Arc::new(pool) })
     }
 
     /// Runs `work` on a pooled connection on a blocking thread: for writes, which may wait
@@ -90,7 +136,7 @@ impl Pool {
         let idle = self.idle.lock().expect("pool lock").pop();
         let mut conn = match idle {
             Some(conn) => conn,
-            None => connect(&self.path)?,
+            None => connect(&self.path, self.exclusive, BUSY_WAIT).map_err(StoreError::backend)?,
         };
         let result = work(&mut conn);
         self.idle.lock().expect("pool lock").push(conn);
@@ -98,14 +144,18 @@ impl Pool {
     }
 }
 
-fn connect(path: &Path) -> Result<Connection, StoreError> {
-    let conn = Connection::open(path).map_err(StoreError::backend)?;
-    conn.busy_timeout(Duration::from_secs(10)).map_err(StoreError::backend)?;
+/// A connection in WAL mode that waits up to `wait` for another writer's lock.
+fn connect(path: &Path, exclusive: bool, wait: Duration) -> rusqlite::Result<Connection> {
+    let conn = if exclusive {
+        Connection::open_with_flags_and_vfs(path, OpenFlags::default(), c"unix-excl")?
+    } else {
+        Connection::open(path)?
+    };
+    conn.busy_timeout(wait)?;
     // Room for every statement Hangar runs (each query shape is its own), so none is evicted
     // and parsed again; rusqlite keeps 16 by default.
     conn.set_prepared_statement_cache_capacity(64);
-    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;")
-        .map_err(StoreError::backend)?;
+    conn.execute_batch("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = OFF;")?;
     Ok(conn)
 }
 
