@@ -19,7 +19,7 @@ pub async fn run(binaries: &Path, moto: &str) -> String {
     let load = Load { connections: 8, warmup: Duration::from_secs(1), window: Duration::from_secs(5) };
     let (_hello, hello_address) = start_hello(&binaries.join("hello-hyper"));
     let data_dir = tempfile::tempdir().expect("a temporary directory");
-    let (_hangar, address) = start_dev_server(&binaries.join("dev-server"), data_dir.path(), &[], &[]);
+    let (hangar, address) = start_dev_server(&binaries.join("dev-server"), data_dir.path(), &[], &[]);
 
     let api = Api::http(&format!("http://{address}"));
     api.create_organization(ADMIN_TOKEN).await;
@@ -37,11 +37,18 @@ pub async fn run(binaries: &Path, moto: &str) -> String {
         let outcome = load.run(address, &endpoint.path, &[auth]).await;
         rows.push(row(endpoint.name, &outcome, &hello));
     }
-    let against_nginx =
-        crate::nginx::run(address, &module_path(0), ("Authorization", format!("Bearer {ADMIN_TOKEN}"))).await;
+    let admin = ("Authorization", format!("Bearer {ADMIN_TOKEN}"));
+    let against_nginx = crate::nginx::run(address, &module_path(0), admin.clone()).await;
+
+    // The same read on the same data with the file shared with other processes: what holding
+    // it alone saves.
+    drop(hangar);
+    let (_shared, address) = start_dev_server(&binaries.join("dev-server"), data_dir.path(), &["--shared-store"], &[]);
+    let shared = load.run(address, &module_path(0), &[admin]).await;
+    rows.push(row("GET module, `--shared-store`", &shared, &hello));
     format!(
         "### Warm requests\n\ndev-server (built with the `speed` profile, as the hyper hello is; embedded \
-         store, {MODULES} modules) and the load generator on loopback: {} keep-alive connections, closed \
+         store held alone, its default, {MODULES} modules) and the load generator on loopback: {} keep-alive connections, closed \
          loop, {}s measured after {}s of warm-up per row.\n\n{}",
         load.connections,
         load.window.as_secs(),
