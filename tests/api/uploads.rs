@@ -159,7 +159,7 @@ async fn of_concurrent_uploads_to_one_link_exactly_one_lands() {
 }
 
 /// dev-server answers an upload's PUT once the bytes are stored, and ingests after, off the
-/// request, as S3's event has it done in AWS. Shown without a race: another process takes the
+/// request, as S3's event has it done in AWS. Shown without a race: another writer takes the
 /// embedded store's write lock once the upload is claimed (before its body is read), so ingest
 /// cannot settle the version; the PUT is answered all the same and the version is `pending`,
 /// and once the lock is released the version settles. (Ingest inside the PUT held it until the
@@ -187,7 +187,12 @@ async fn an_upload_is_answered_once_stored_and_ingested_after() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(store.get(&claim).await.unwrap().is_some(), "the upload is claimed before its body is read");
-    let writer = rusqlite::Connection::open(app.data_dir.path().join("hangar.db")).unwrap();
+    // Opened as dev-server holds the file (SQLite's `unix-excl`, alone): a connection of
+    // another kind in this process would change the process's lock on it.
+    let flags = rusqlite::OpenFlags::default();
+    let writer =
+        rusqlite::Connection::open_with_flags_and_vfs(app.data_dir.path().join("hangar.db"), flags, c"unix-excl")
+            .unwrap();
     writer.busy_timeout(Duration::from_secs(10)).unwrap();
     writer.execute_batch("BEGIN IMMEDIATE").unwrap();
 

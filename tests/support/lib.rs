@@ -132,8 +132,8 @@ impl TestApp {
         (app, owners)
     }
 
-    /// A second state on the same configuration and data, as another process builds it: a
-    /// Lambda function, the scheduled job.
+    /// A second state on the same configuration and data, as a Lambda function or the
+    /// scheduled job builds it (in this process, so on the store as dev-server holds it).
     pub async fn second_state(&self) -> AppState {
         AppState::build(self.config.clone(), false).await.expect("a second state on the same data")
     }
