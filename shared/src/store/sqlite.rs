@@ -75,24 +75,9 @@ impl SqliteStore {
     fn open_with(path: &Path, exclusive: bool) -> Result<Self, StoreError> {
         // The first statement takes an exclusive open's lock for the process.
         let wait = if exclusive { EXCLUSIVE_WAIT } else { BUSY_WAIT };
-        let conn =
-            connect(path, exclusive, wait).and_then(|conn| conn.execute_batch(SCHEMA).map(|()| conn)).map_err(|e| {
-                match e.sqlite_error_code() {
-                    // Writers hold the file for milliseconds: still locked after the wait, it is
-                    // held by a process that opened it alone, or this one wants it alone.
-                    Some(rusqlite::ErrorCode::DatabaseBusy) if exclusive => StoreError::Backend(format!(
-                        "{} is in use by another process, and this one asks for it alone: stop the \
-                     other, or share the file (dev-server's --shared-store)",
-                        path.display()
-                    )),
-                    Some(rusqlite::ErrorCode::DatabaseBusy) => StoreError::Backend(format!(
-                        "{} is held by another process that opened it alone (dev-server does, unless \
-                     started with --shared-store)",
-                        path.display()
-                    )),
-                    _ => StoreError::backend(e),
-                }
-            })?;
+        let conn = connect(path, exclusive, wait)
+            .and_then(|conn| conn.execute_batch(SCHEMA).map(|()| conn))
+            .map_err(|e| refused(path, exclusive, e))?;
         conn.busy_timeout(BUSY_WAIT).map_err(StoreError::backend)?;
         conn.execute("DELETE FROM items WHERE ttl IS NOT NULL AND ttl <= ?1", [now_epoch()])
             .map_err(StoreError::backend)?;
@@ -142,6 +127,26 @@ impl Pool {
         self.idle.lock().expect("pool lock").push(conn);
         result
     }
+}
+
+/// Why the store file could not be opened. Writers hold it for milliseconds: still locked
+/// after the wait, it is held by a process that opened it alone, or this one asks for it alone.
+fn refused(path: &Path, exclusive: bool, e: rusqlite::Error) -> StoreError {
+    if e.sqlite_error_code() != Some(rusqlite::ErrorCode::DatabaseBusy) {
+        return StoreError::backend(e);
+    }
+    let path = path.display();
+    StoreError::Backend(if exclusive {
+        format!(
+            "{path} is in use by another process, and this one asks for it alone: stop the other, \
+             or share the file (dev-server's --shared-store)"
+        )
+    } else {
+        format!(
+            "{path} is held by another process that opened it alone (dev-server does, unless \
+             started with --shared-store)"
+        )
+    })
 }
 
 /// A connection in WAL mode that waits up to `wait` for another writer's lock.

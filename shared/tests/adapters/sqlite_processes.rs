@@ -78,6 +78,11 @@ async fn a_file_held_by_one_process_is_refused_to_another_and_shared_within() {
     let printed = String::from_utf8_lossy(&output.stdout);
     assert!(output.status.success(), "{printed}");
     assert!(printed.contains("OPEN=refused") && printed.contains("is in use by another process"), "{printed}");
+    // One that would share it (a function under `cargo lambda watch`): refused once a store's
+    // wait for a writer is over, and told that the file is held alone.
+    let output = run_child("child_process_sharing_opener", &path).wait_with_output().unwrap();
+    let printed = String::from_utf8_lossy(&output.stdout);
+    assert!(printed.contains("OPEN=refused") && printed.contains("opened it alone"), "{printed}");
 
     // Once every store of the holder is gone, another process opens it and finds its items.
     drop((holder, second));
@@ -95,6 +100,16 @@ async fn child_process_opener() {
             let counter = store.get(&Key::new("counter", "c")).await.unwrap().unwrap();
             println!("OPEN=opened COUNTER={}", counter.attrs["n"]);
         }
+        Err(e) => println!("OPEN=refused {e}"),
+    }
+}
+
+#[tokio::test]
+#[ignore = "a child process of a_file_held_by_one_process_is_refused_to_another_and_shared_within"]
+async fn child_process_sharing_opener() {
+    let Ok(path) = std::env::var(CHILD_DB) else { return };
+    match SqliteStore::open(path) {
+        Ok(_) => println!("OPEN=opened"),
         Err(e) => println!("OPEN=refused {e}"),
     }
 }
