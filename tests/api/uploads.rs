@@ -187,8 +187,8 @@ async fn an_upload_is_answered_once_stored_and_ingested_after() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     assert!(store.get(&claim).await.unwrap().is_some(), "the upload is claimed before its body is read");
-    // Opened as dev-server holds the file (SQLite's `unix-excl`, alone): a connection of
-    // another kind in this process would change the process's lock on it.
+    // Opened as dev-server holds the file (SQLite's `unix-excl`, alone): one process's
+    // connections to a file keep to one kind of lock.
     let flags = rusqlite::OpenFlags::default();
     let writer =
         rusqlite::Connection::open_with_flags_and_vfs(app.data_dir.path().join("hangar.db"), flags, c"unix-excl")

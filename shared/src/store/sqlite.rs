@@ -3,8 +3,9 @@
 //! across processes sharing the file (the functions under `cargo lambda watch`).
 //!
 //! Opened for one process alone ([`SqliteStore::open_exclusive`], dev-server's default), the
-//! file is locked once for the process's lifetime (SQLite's `unix-excl` VFS) and the WAL's
-//! index lives in memory: a read transaction then takes no lock another process could see.
+//! file is locked once, for as long as one of the process's connections to it is open (SQLite's
+//! `unix-excl` VFS), and the WAL's index lives in memory: a read transaction then takes no lock
+//! another process could see.
 //! Shared, each one takes and releases a lock on the index's shared memory file, two `fcntl`
 //! calls under a mutex that every thread of the process contends for (BENCHMARKS.md, "Warm
 //! requests").
@@ -49,11 +50,14 @@ struct Pool {
     path: PathBuf,
     exclusive: bool,
     idle: Mutex<Vec<Connection>>,
+    /// Opened alone, a connection never lent out: the process's lock lasts while one of its
+    /// connections is open, so a connection dropped by a panic in `work` cannot release it.
+    _holder: Option<Mutex<Connection>>,
 }
 
 /// How long an exclusive open waits for another process to let go of the file: long enough
-/// for a transaction in flight, short enough that a second server on the same data says so
-/// at once.
+/// for one that is stopping (a restart), short enough that a second server on the same data
+/// says so at once.
 const EXCLUSIVE_WAIT: Duration = Duration::from_secs(1);
 
 /// How long a statement waits for another writer's lock before failing.
@@ -81,7 +85,8 @@ impl SqliteStore {
         conn.busy_timeout(BUSY_WAIT).map_err(StoreError::backend)?;
         conn.execute("DELETE FROM items WHERE ttl IS NOT NULL AND ttl <= ?1", [now_epoch()])
             .map_err(StoreError::backend)?;
-        let pool = Pool { path: path.to_path_buf(), exclusive, idle: Mutex::new(vec![conn]) };
+        let (idle, holder) = if exclusive { (vec![], Some(Mutex::new(conn))) } else { (vec![conn], None) };
+        let pool = Pool { path: path.to_path_buf(), exclusive, idle: Mutex::new(idle), _holder: holder };
         Ok(Self { inner: Arc::new(pool) })
     }
 

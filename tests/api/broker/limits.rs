@@ -14,13 +14,11 @@ use super::{an_hour_later, aws, first_error, suffix, Aws, Vault, ACCOUNT, DOCUME
 use hangar_tests::TestApp;
 
 /// The configuration of a dev-server (or a scheduled run) on `dir`'s data with `limits`.
+/// The configuration dev-server runs with on `dir`'s data, `limits` set: also the scheduled
+/// job's here, which runs in this process beside it and so opens the store as it does.
 fn config_on(dir: &Path, limits: BrokerLimits) -> Config {
-    Config {
-        root_service_token: Some(ROOT.into()),
-        broker_limits: limits,
-        data_dir: dir.to_path_buf(),
-        ..Config::default()
-    }
+    let config = Config { root_service_token: Some(ROOT.into()), broker_limits: limits, ..Config::default() };
+    hangar_tests::options(dir).configure(config)
 }
 
 /// dev-server on `dir`'s data with `limits`: started again on the same data, it is a deployment
