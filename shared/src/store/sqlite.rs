@@ -169,11 +169,6 @@ fn connect(path: &Path, exclusive: bool, wait: Duration) -> rusqlite::Result<Con
     Ok(conn)
 }
 
-/// Runs a statement without parameters or rows (BEGIN, COMMIT), prepared once per connection.
-fn run_cached(conn: &Connection, sql: &str) -> Result<(), StoreError> {
-    conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop).map_err(StoreError::backend)
-}
-
 fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
     // Cached statements: preparing one costs more than the point read itself.
     let attrs = conn
@@ -183,6 +178,33 @@ fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
         })
         .map_err(StoreError::backend)?;
     Ok(attrs.map(|attrs| Item::new(key.clone(), attrs)))
+}
+
+/// The items at `keys`, in `keys`' order, read by one statement: one snapshot with no
+/// transaction to begin and end around it, and one statement to look up, bind and step for the
+/// batch rather than one per key. The keys go in as one JSON array, so the statement's text is
+/// the same at any count and stays prepared; the join looks each one up by the primary key.
+fn read_many(conn: &Connection, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
+    let wanted = serde_json::to_string(&keys.iter().map(|key| [&key.pk, &key.sk]).collect::<Vec<_>>())
+        .map_err(StoreError::backend)?;
+    let mut statement = conn
+        .prepare_cached(
+            "SELECT wanted.key, items.attrs FROM json_each(?1) AS wanted
+             CROSS JOIN items ON items.pk = wanted.value ->> 0 AND items.sk = wanted.value ->> 1
+             WHERE items.ttl IS NULL OR items.ttl > ?2",
+        )
+        .map_err(StoreError::backend)?;
+    let mut rows = statement.query((wanted, now_epoch())).map_err(StoreError::backend)?;
+    let mut found: Vec<Option<Item>> = keys.iter().map(|_| None).collect();
+    while let Some(row) = rows.next().map_err(StoreError::backend)? {
+        let position: i64 = row.get(0).map_err(StoreError::backend)?;
+        let at = usize::try_from(position).ok();
+        let (Some(slot), Some(key)) = (at.and_then(|at| found.get_mut(at)), at.and_then(|at| keys.get(at))) else {
+            return Err(StoreError::Backend(format!("a batch read answered for position {position}")));
+        };
+        *slot = Some(Item::new(key.clone(), attrs_at(row, 1).map_err(StoreError::backend)?));
+    }
+    Ok(found)
 }
 
 /// Parses the attributes in `column` from the text where SQLite holds it, without a copy first.
@@ -350,16 +372,7 @@ impl ItemStore for SqliteStore {
     }
 
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
-        self.read_now(|conn| {
-            // One read transaction for the batch: SQLite takes and releases its WAL read lock
-            // (an fcntl call each way) once, not once per key; and the items are one snapshot.
-            // BEGIN and its end are cached statements too: rusqlite's `transaction()` parses
-            // them again each time, which cost more than the reads in a profile.
-            run_cached(conn, "BEGIN")?;
-            let items = keys.iter().map(|key| read(conn, key)).collect::<Result<_, _>>();
-            run_cached(conn, if items.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
-            items
-        })
+        self.read_now(|conn| read_many(conn, keys))
     }
 
     async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {

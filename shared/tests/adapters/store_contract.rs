@@ -95,6 +95,7 @@ macro_rules! contract {
 
 contract!(
     get_put_round_trip,
+    batch_reads,
     conditional_put,
     equals_and_below_conditions,
     update_operations,
@@ -153,6 +154,23 @@ async fn get_put_round_trip(store: Store) {
     assert_eq!(store.get(&key).await.unwrap(), Some(replacement));
     assert_eq!(store.get(&Key::new("ROUND", "TRIP2")).await.unwrap(), None);
     assert_eq!(store.get(&Key::new("ROUND2", "TRIP")).await.unwrap(), None);
+}
+
+/// A batch answers each key in the order asked, a key asked twice twice, and an absent or
+/// expired item as absent, whatever the characters of its keys.
+async fn batch_reads(store: Store) {
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
+    let odd = item("BATCH#\"quoted\"\\", "SK ->> 0 [é] \u{1F600}", json!({"n": 1}));
+    let plain = item("BATCH", "PLAIN", json!({"n": 2, "list": [1, 2]}));
+    let expired = item("BATCH", "EXPIRED", json!({"n": 3})).with_ttl(now() - 60);
+    for stored in [&odd, &plain, &expired] {
+        store.put(stored.clone(), Condition::Always).await.unwrap();
+    }
+    let absent = Key::new("BATCH", "ABSENT");
+    let wanted = [plain.key.clone(), absent.clone(), odd.key.clone(), expired.key.clone(), plain.key.clone()];
+    let found = store.get_many(&wanted).await.unwrap();
+    assert_eq!(found, vec![Some(plain.clone()), None, Some(odd.clone()), None, Some(plain)]);
+    assert_eq!(store.get_many(&[absent]).await.unwrap(), vec![None]);
 }
 
 async fn conditional_put(store: Store) {
