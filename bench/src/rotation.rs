@@ -84,10 +84,11 @@ async fn make_due(local: &Local, key: &Key) {
     let store = local.state.store.as_ref();
     let mut item: Item = store.get(key).await.expect("a read").expect("the role");
     let past = chrono::Utc::now().timestamp() - 60;
-    let name = item.attrs["name"].as_str().expect("a name").to_owned();
-    let mount = item.attrs["mount_uuid"].as_str().expect("a mount").to_owned();
-    item.attrs.insert("next_rotation".into(), Value::from(past));
+    let attrs = item.attrs_mut().expect("the role's attributes");
+    let name = attrs["name"].as_str().expect("a name").to_owned();
+    let mount = attrs["mount_uuid"].as_str().expect("a mount").to_owned();
+    attrs.insert("next_rotation".into(), Value::from(past));
     let (_, sort_attr) = Index::Gsi1.key_attrs();
-    item.attrs.insert(sort_attr.into(), Value::from(format!("{past:012}#{mount}#{name}")));
+    attrs.insert(sort_attr.into(), Value::from(format!("{past:012}#{mount}#{name}")));
     store.put(item, hangar::store::Condition::Always).await.expect("a write");
 }

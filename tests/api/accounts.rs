@@ -342,7 +342,7 @@ async fn an_interrupted_organization_delete_can_be_finished() {
     // to the same file stands in for the process that died).
     let store = app.store();
     let marker = store.get(&keys::organization_name("halfway")).await.unwrap().unwrap();
-    let org_id = marker.attrs["org_id"].as_str().unwrap().to_owned();
+    let org_id = marker.attrs().unwrap()["org_id"].as_str().unwrap().to_owned();
     store.update(&keys::organization(&org_id), vec![UpdateOp::set("active", false)], Condition::Exists).await.unwrap();
     assert_eq!(app.get("/api/v2/organizations/halfway", &app.admin_token).await.status, 404, "hidden meanwhile");
 

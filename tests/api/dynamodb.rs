@@ -190,7 +190,7 @@ async fn a_module_s_item_does_not_grow_with_its_versions_on_dynamodb() {
     let state = app.second_state().await;
     let module_size = || async {
         let item = state.store.get(&keys::module(&org_id, None, "vpc", "aws")).await.unwrap().expect("the module");
-        serde_json::to_vec(&item.attrs).unwrap().len()
+        serde_json::to_vec(&*item.attrs().unwrap()).unwrap().len()
     };
     assert_eq!(create(0).await, 201);
     let with_one = module_size().await;

@@ -735,15 +735,15 @@ async fn a_module_stored_in_the_older_layout_keeps_its_versions_and_downloads() 
         .unwrap()
         .items
         .iter()
-        .map(|i| Value::Object(i.attrs.clone()))
+        .map(|i| Value::Object(i.attrs().unwrap().into_owned()))
         .collect();
     assert_eq!(entries.len(), 1);
     for entry in store.query(statuses_query).await.unwrap().items {
         store.delete(&entry.key, Condition::Always).await.unwrap();
     }
-    item.attrs.remove("latest");
-    item.attrs.insert("versions".into(), Value::Array(entries));
-    item.attrs.insert("downloads".into(), json!(7));
+    item.attrs_mut().unwrap().remove("latest");
+    item.attrs_mut().unwrap().insert("versions".into(), Value::Array(entries));
+    item.attrs_mut().unwrap().insert("downloads".into(), json!(7));
     store.put(item, Condition::Always).await.unwrap();
 
     let reply = app.get(VPC, &owners).await;
@@ -777,10 +777,10 @@ async fn versions_past_the_version_index_s_budget_are_all_shown_on_dynamodb() {
     let index = state.store.get(&hangar::store::keys::version_index(&org_id, "vpc", "aws")).await.unwrap();
     let index = index.expect("the index, as an overflowed marker");
     assert_eq!(
-        index.attrs.get("complete"),
+        index.attrs().unwrap().get("complete"),
         Some(&Value::Bool(false)),
         "{:?}",
-        index.attrs.keys().take(5).collect::<Vec<_>>()
+        index.attrs().unwrap().keys().take(5).collect::<Vec<_>>()
     );
     let deleted = app.delete(&format!("{VPC}/1.0.7-{label}"), &owners).await;
     assert_eq!(deleted.status, 204, "{:?}", deleted.body);

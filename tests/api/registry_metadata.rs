@@ -128,7 +128,7 @@ async fn deleting_a_version_deletes_its_metadata() {
     let store = app.store();
     let org = hangar::store::ItemStore::get(&store, &hangar::store::keys::organization_name("acme")).await;
     let org = org.expect("a read").expect("acme");
-    let org_id = org.attrs["org_id"].as_str().expect("an id").to_owned();
+    let org_id = org.attrs().unwrap()["org_id"].as_str().expect("an id").to_owned();
     let key = hangar::store::keys::module_version_metadata(&org_id, "vpc", "aws", "1.0.0");
     assert!(hangar::store::ItemStore::get(&store, &key).await.expect("a read").is_some(), "stored at ingest");
     assert_eq!(app.delete(&format!("{PROVIDER}/1.0.0"), &owners).await.status, 204);

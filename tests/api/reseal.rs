@@ -15,7 +15,8 @@ const ROOT: &str = "root-token";
 /// The stored string at `path` (attribute names) of the item at `key`.
 async fn sealed_at(store: &dyn ItemStore, key: &Key, path: &[&str]) -> String {
     let item = store.get(key).await.unwrap().expect("the item");
-    let value = path[1..].iter().fold(&item.attrs[path[0]], |value, name| &value[*name]);
+    let attrs = item.attrs().unwrap();
+    let value = path[1..].iter().fold(&attrs[path[0]], |value, name| &value[*name]);
     value.as_str().expect("a sealed value").to_owned()
 }
 
@@ -23,8 +24,10 @@ async fn sealed_at(store: &dyn ItemStore, key: &Key, path: &[&str]) -> String {
 async fn plant(store: &dyn ItemStore, key: &Key, path: &[&str], value: Value) {
     let mut item: Item = store.get(key).await.unwrap().expect("the item");
     match path {
-        [name] => item.attrs.insert((*name).to_owned(), value),
-        [name, inner] => item.attrs[*name].as_object_mut().expect("an object").insert((*inner).to_owned(), value),
+        [name] => item.attrs_mut().unwrap().insert((*name).to_owned(), value),
+        [name, inner] => {
+            item.attrs_mut().unwrap()[*name].as_object_mut().expect("an object").insert((*inner).to_owned(), value)
+        }
         _ => unreachable!(),
     };
     store.put(item, Condition::Always).await.unwrap();
@@ -109,7 +112,7 @@ async fn registry_sync_rebinds_the_registrys_format_1_values_once_and_records_it
         "sealed_webhook_secret": state.sealer.seal("the-hook-secret").await.unwrap(),
     });
     plant(&store, &module_key, &["vcs_repo"], repo).await;
-    let revision = store.get(&module_key).await.unwrap().unwrap().attrs["revision"].as_u64().unwrap();
+    let revision = store.get(&module_key).await.unwrap().unwrap().attrs().unwrap()["revision"].as_u64().unwrap();
     store.delete(&keys::registry_resealed(), Condition::Always).await.unwrap();
 
     hangar::jobs::sync(&state, json!({})).await.expect("a registry-sync run");
@@ -122,7 +125,7 @@ async fn registry_sync_rebinds_the_registrys_format_1_values_once_and_records_it
     let context = SealContext::webhook_secret("hook-uuid");
     assert_eq!(state.sealer.unseal_for(&context, &sealed).await.unwrap(), "the-hook-secret");
     let module = store.get(&module_key).await.unwrap().unwrap();
-    assert_eq!(module.attrs["revision"], json!(revision + 1), "a change to the module, on its revision");
+    assert_eq!(module.attrs().unwrap()["revision"], json!(revision + 1), "a change to the module, on its revision");
     assert!(store.get(&keys::registry_resealed()).await.unwrap().is_some(), "the pass recorded that it finished");
 
     let planted = state.sealer.seal("ghp-legacy").await.unwrap();

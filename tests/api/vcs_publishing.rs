@@ -1368,7 +1368,7 @@ async fn a_sealed_credential_moved_to_another_oauth_token_does_not_open() {
     let store = fx.app.store();
     let from = store.get(&keys::oauth_token(&org_id, &fx.oauth_token)).await.unwrap().expect("the first token");
     let mut to = store.get(&keys::oauth_token(&org_id, &other)).await.unwrap().expect("the second token");
-    to.attrs.insert("sealed_token".into(), from.attrs["sealed_token"].clone());
+    to.attrs_mut().unwrap().insert("sealed_token".into(), from.attrs().unwrap()["sealed_token"].clone());
     store.put(to, Condition::Always).await.unwrap();
 
     let reply =

@@ -3,7 +3,6 @@
 //! same `NotFound`, so a caller learns nothing about other organizations.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::error::{AccountsError, Result};
 use crate::auth::{NameRead, Permission, Principal};
@@ -31,6 +30,10 @@ pub struct Organization {
     pub private_module_count: usize,
     #[serde(default)]
     pub public_module_count: usize,
+    /// Whether it is active (not being deleted): the stored `active` attribute, only read here;
+    /// the writes that create and retire an organization set the attribute themselves.
+    #[serde(default, skip_serializing)]
+    pub active: bool,
 }
 
 /// The item that maps an organization's name to its id.
@@ -181,10 +184,8 @@ pub async fn by_id_with(
 }
 
 fn active(item: Option<Item>) -> Result<Option<Organization>> {
-    match item {
-        Some(item) if item.attrs.get(ACTIVE) == Some(&Value::Bool(true)) => Ok(Some(item.parse()?)),
-        _ => Ok(None),
-    }
+    let organization = item.map(|item| item.parse::<Organization>()).transpose()?;
+    Ok(organization.filter(|organization| organization.active))
 }
 
 /// Checks a permission in an organization the principal is known to see.

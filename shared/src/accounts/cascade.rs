@@ -3,10 +3,8 @@
 //! (`store::owned`), so the cascade is one strongly consistent walk of one partition, whatever
 //! family wrote the items.
 
-use serde_json::Value;
-
 use crate::blobs::{BlobStore, ObjectId};
-use crate::store::owned::{owned_keys, BLOB};
+use crate::store::owned::owned_by;
 use crate::store::{keys, Condition, ItemStore, Query, StoreError, Write, MAX_TRANSACTION_WRITES};
 
 /// Deletes every item of the organization's partition but the organization item itself,
@@ -19,10 +17,11 @@ pub async fn purge_partition(store: &dyn ItemStore, blobs: &dyn BlobStore, org_i
         let mut writes = Vec::new();
         let mut seen = std::collections::HashSet::new();
         for item in page.items.iter().filter(|item| item.key != org_key) {
-            if let Some(id) = item.attrs.get(BLOB).and_then(Value::as_str).and_then(ObjectId::parse) {
+            let (owned, blob) = owned_by(item)?;
+            if let Some(id) = blob.as_deref().and_then(ObjectId::parse) {
                 blobs.delete(&id).await.map_err(StoreError::backend)?;
             }
-            let fresh = owned_keys(item).into_iter().filter(|key| seen.insert(key.clone()));
+            let fresh = owned.into_iter().filter(|key| seen.insert(key.clone()));
             writes.extend(fresh.map(|key| Write::Delete { key, condition: Condition::Always }));
         }
         for chunk in writes.chunks(MAX_TRANSACTION_WRITES) {

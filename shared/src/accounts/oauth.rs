@@ -9,7 +9,6 @@
 //! something is told the resource is not there.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::access::{self, join, Organization};
 use super::error::{AccountsError, Result};
@@ -274,11 +273,8 @@ pub async fn list(
     let org = hidden(access::visible(store, principal, org_name).await)?;
     let items = page.fetch(store, keys::oauth_clients(&org.id)).await?;
     let clients = parse_all::<OAuthClient>(&items)?;
-    let total = store
-        .get(&keys::organization(&org.id))
-        .await?
-        .and_then(|item| item.attrs.get(OAUTH_CLIENT_COUNT).and_then(Value::as_u64))
-        .unwrap_or(0) as usize;
+    let org_item = store.get(&keys::organization(&org.id)).await?;
+    let total = org_item.map(|item| item.attr::<usize>(OAUTH_CLIENT_COUNT)).transpose()?.flatten().unwrap_or(0);
     Ok((clients, org, total))
 }
 
@@ -338,16 +334,14 @@ pub async fn token_for(state: &AppState, org_id: &str, oauth_token_id: &str) -> 
 pub async fn reseal_tokens(state: &AppState, org_id: &str, limit: usize, tally: &mut Resealed) -> Result<()> {
     const SEALED: &str = "sealed_token";
     for item in query_all(state.store.as_ref(), keys::oauth_tokens(org_id)).await? {
-        let (Some(id), Some(sealed)) =
-            (item.attrs.get("id").and_then(Value::as_str), item.attrs.get(SEALED).and_then(Value::as_str))
-        else {
+        let (Some(id), Some(sealed)) = (item.attr::<String>("id")?, item.attr::<String>(SEALED)?) else {
             continue;
         };
         if tally.rewritten >= limit {
             tally.left += 1;
             continue;
         }
-        let outcome = seal::rebind(state.sealer.as_ref(), &SealContext::oauth_token(id), sealed).await?;
+        let outcome = seal::rebind(state.sealer.as_ref(), &SealContext::oauth_token(&id), &sealed).await?;
         let written = match &outcome {
             Rebound::Rewritten(bound) => {
                 let ops = vec![UpdateOp::set(SEALED, bound.as_str())];

@@ -12,12 +12,12 @@ use crate::auth::{Permission, Principal};
 use crate::blobs::BlobStore;
 use crate::ids::{new_id, ORGANIZATION_PREFIX};
 use crate::names;
-use crate::store::{keys, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{keys, parse_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 fn org_item(org: &Organization) -> Result<Item> {
     let (index, pk, sk) = keys::organization_index_key(&org.name);
     let mut item = Item::from_value(keys::organization(&org.id), org)?.with_index(index, pk, sk);
-    item.attrs.insert(ACTIVE.into(), Value::Bool(true));
+    item.attrs_mut()?.insert(ACTIVE.into(), Value::Bool(true));
     Ok(item)
 }
 
@@ -47,6 +47,7 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, new: NewOrgani
         workspace_count: 0,
         private_module_count: 0,
         public_module_count: 0,
+        active: true,
     };
     let owners = Team::owners(&org.id, &now);
     let mut writes = vec![
@@ -148,16 +149,9 @@ pub async fn list(
         None => {
             let (index, partition, _) = keys::organizations_by_name();
             let items = page.fetch(store, crate::store::Query::index(index, partition, "")).await?;
-            let total = store
-                .get(&keys::organization_total())
-                .await?
-                .and_then(|item| item.attrs.get("count").and_then(Value::as_u64))
-                .unwrap_or(0) as usize;
-            let orgs = items
-                .iter()
-                .filter(|i| i.attrs.get(ACTIVE) == Some(&Value::Bool(true)))
-                .map(Item::parse)
-                .collect::<Result<_, _>>()?;
+            let total_item = store.get(&keys::organization_total()).await?;
+            let total = total_item.map(|item| item.attr::<usize>("count")).transpose()?.flatten().unwrap_or(0);
+            let orgs = parse_all::<Organization>(&items)?.into_iter().filter(|org| org.active).collect();
             Ok((orgs, total))
         }
     }

@@ -293,8 +293,8 @@ pub async fn reseal_value(
     context: &SealContext,
     tally: &mut Resealed,
 ) -> Result<()> {
-    let Some(sealed) = item.attrs.get(attribute).and_then(Value::as_str) else { return Ok(()) };
-    let outcome = seal::rebind(state.sealer.as_ref(), context, sealed).await?;
+    let Some(sealed) = item.attr::<String>(attribute)? else { return Ok(()) };
+    let outcome = seal::rebind(state.sealer.as_ref(), context, &sealed).await?;
     let written = match &outcome {
         Rebound::Rewritten(bound) => {
             let ops = vec![UpdateOp::set(attribute, bound.as_str())];

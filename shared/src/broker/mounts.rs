@@ -108,7 +108,8 @@ pub async fn create(store: &dyn ItemStore, path: &str, kind: &str, description: 
 /// what a LIST answers.
 pub async fn names(store: &dyn ItemStore, query: Query) -> Result<Vec<String>> {
     let items = query_all(store, query).await?;
-    Ok(items.iter().filter_map(|item| item.attrs.get("name").and_then(Value::as_str).map(str::to_owned)).collect())
+    let names = items.iter().map(|item| item.attr::<String>("name")).collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(names.into_iter().flatten().collect())
 }
 
 /// Removes a mount and everything it holds; its leases are revoked first (`leases::unmount`).

@@ -351,9 +351,9 @@ pub async fn load(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Op
     let role = match item.parse::<Role>() {
         Ok(role) => match validate(&role) {
             Ok(()) => Ok(role),
-            Err(problem) => Err(Invalid { problem, role: Some(role), stored: item.attrs }),
+            Err(problem) => Err(Invalid { problem, role: Some(role), stored: item.into_attrs()? }),
         },
-        Err(e) => Err(Invalid { problem: e.to_string(), role: None, stored: item.attrs }),
+        Err(e) => Err(Invalid { problem: e.to_string(), role: None, stored: item.into_attrs()? }),
     };
     Ok(Some(role))
 }

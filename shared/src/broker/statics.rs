@@ -307,8 +307,8 @@ pub async fn reseal_keys(state: &AppState, mount: &Mount, limit: usize, tally: &
             tally.left += 1;
             continue;
         }
-        let Some(name) = item.attrs.get("name").and_then(Value::as_str) else { continue };
-        config::reseal_value(state, &item, "sealed_secret_key", &key_context(&mount.uuid, name), tally).await?;
+        let Some(name) = item.attr::<String>("name")? else { continue };
+        config::reseal_value(state, &item, "sealed_secret_key", &key_context(&mount.uuid, &name), tally).await?;
     }
     Ok(())
 }

@@ -12,11 +12,14 @@
 //! by an overflowed marker. Reads of an incomplete index query the members and [`repair`] it when
 //! they fit, conditional on no write having touched it since it was read.
 
-use serde::de::DeserializeOwned;
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Condition, Item, ItemStore, Key, StoreError, UpdateOp, Write};
+use super::{Attrs, Condition, Item, ItemStore, Key, StoreError, UpdateOp, Write};
 
 /// The attributes of the index item besides its entries.
 const COMPLETE: &str = "complete";
@@ -74,7 +77,8 @@ pub async fn transact(store: &dyn ItemStore, mut writes: Vec<Write>) -> Result<(
                 attempts += 1;
                 let key = writes[share].key().clone();
                 let index = store.get(&key).await?;
-                writes[share] = overflowed(key, index.as_ref());
+                let attrs = index.as_ref().map(Item::attrs).transpose()?;
+                writes[share] = overflowed(key, attrs.as_deref());
             }
             other => return other,
         }
@@ -82,7 +86,7 @@ pub async fn transact(store: &dyn ItemStore, mut writes: Vec<Write>) -> Result<(
 }
 
 /// The write that leaves the index at `key` overflowed, given what was just read of it.
-fn overflowed(key: Key, index: Option<&Item>) -> Write {
+fn overflowed(key: Key, index: Option<&Attrs>) -> Write {
     let seen = number(index, WRITES).unwrap_or(0);
     // A marker's count of bytes only ever falls by what removals take from it.
     if let Some(bytes) = number(index, BYTES).filter(|&bytes| bytes > OVERFLOWED / 2) {
@@ -110,16 +114,46 @@ fn grows_an_index(write: &Write) -> bool {
 /// The entries of a complete index whose names start with `prefix`, in no particular order;
 /// `None` when the index is absent or incomplete.
 pub fn entries<T: DeserializeOwned>(index: Option<&Item>, prefix: &str) -> Result<Option<Vec<T>>, StoreError> {
-    let Some(index) = index.filter(|item| item.attrs.get(COMPLETE) == Some(&Value::Bool(true))) else {
-        return Ok(None);
-    };
-    let mut entries = Vec::new();
-    for (name, value) in &index.attrs {
-        if name.starts_with(prefix) {
-            entries.push(serde_json::from_value::<T>(value.clone()).map_err(StoreError::backend)?);
-        }
+    let Some(index) = index else { return Ok(None) };
+    let (complete, entries) = index.parse_seed(Entries { prefix, entry: PhantomData::<T> })?;
+    Ok(complete.then_some(entries))
+}
+
+/// Reads an index's attributes in one pass: whether it is complete, and each entry whose name
+/// starts with `prefix` as a `T`; the rest is skipped, not built.
+struct Entries<'p, T> {
+    prefix: &'p str,
+    entry: PhantomData<T>,
+}
+
+impl<'de, T: DeserializeOwned> DeserializeSeed<'de> for Entries<'_, T> {
+    type Value = (bool, Vec<T>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_map(self)
     }
-    Ok(Some(entries))
+}
+
+impl<'de, T: DeserializeOwned> Visitor<'de> for Entries<'_, T> {
+    type Value = (bool, Vec<T>);
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a collection index's attributes")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut attributes: A) -> Result<Self::Value, A::Error> {
+        let (mut complete, mut entries) = (false, Vec::new());
+        while let Some(name) = attributes.next_key::<String>()? {
+            if name == COMPLETE {
+                complete = attributes.next_value::<Value>()? == Value::Bool(true);
+            } else if name.starts_with(self.prefix) {
+                entries.push(attributes.next_value::<T>()?);
+            } else {
+                attributes.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok((complete, entries))
+    }
 }
 
 /// Makes the index at `key` hold `entries` (named, just queried from the members) and be
@@ -127,7 +161,8 @@ pub fn entries<T: DeserializeOwned>(index: Option<&Item>, prefix: &str) -> Resul
 /// before the query) was read. Best effort: a read that loses the race, or a collection too
 /// large, keeps querying.
 pub async fn repair<T: Serialize>(store: &dyn ItemStore, key: Key, index: Option<&Item>, entries: Vec<(String, T)>) {
-    let seen = number(index, WRITES).unwrap_or(0);
+    let Ok(index) = index.map(Item::attrs).transpose() else { return };
+    let seen = number(index.as_deref(), WRITES).unwrap_or(0);
     let mut attrs = Map::new();
     let mut bytes = 0;
     for (name, entry) in entries {
@@ -148,8 +183,8 @@ pub async fn repair<T: Serialize>(store: &dyn ItemStore, key: Key, index: Option
 }
 
 /// A numeric attribute of the index as read.
-fn number(index: Option<&Item>, name: &str) -> Option<i64> {
-    index.and_then(|item| item.attrs.get(name)).and_then(Value::as_i64)
+fn number(index: Option<&Attrs>, name: &str) -> Option<i64> {
+    index.and_then(|attrs| attrs.get(name)).and_then(Value::as_i64)
 }
 
 /// What an entry adds to the item: its attribute's name and its value as JSON, near enough to
@@ -209,7 +244,7 @@ mod tests {
         transact(&store, vec![set(99, big)]).await.expect("the write itself succeeds");
         let marker = index(&store).await;
         assert_eq!(held(&store).await, None, "overflowed: reads query instead");
-        assert!(marker.unwrap().attrs.len() <= 3, "the entries are dropped, so later writes stay cheap");
+        assert!(marker.unwrap().attrs().unwrap().len() <= 3, "the entries are dropped, so later writes stay cheap");
         // Later writes, growing or shrinking, still succeed, and leave it overflowed and small.
         transact(&store, vec![set(100, 10)]).await.unwrap();
         let (name, value) = entry(0, big);
@@ -217,7 +252,11 @@ mod tests {
         transact(&store, vec![set(101, 10)]).await.unwrap();
         let marker = index(&store).await;
         assert_eq!(held(&store).await, None);
-        assert_eq!(marker.unwrap().attrs.get("writes"), Some(&Value::from(fitting as i64 + 4)), "every write counted");
+        assert_eq!(
+            marker.unwrap().attrs().unwrap().get("writes"),
+            Some(&Value::from(fitting as i64 + 4)),
+            "every write counted"
+        );
     }
 
     #[tokio::test]

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::Item;
+use super::Attrs;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Condition {
@@ -36,14 +36,14 @@ impl Condition {
         }
     }
 
-    /// Whether the condition holds on the stored item (`None` when absent).
-    pub fn holds(&self, stored: Option<&Item>) -> bool {
+    /// Whether the condition holds on the stored item's attributes (`None` when absent).
+    pub fn holds(&self, stored: Option<&Attrs>) -> bool {
         match self {
             Condition::Always => true,
             Condition::Exists => stored.is_some(),
             Condition::NotExists => stored.is_none(),
-            Condition::Equals(name, value) => stored.and_then(|item| item.attrs.get(name)) == Some(value),
-            Condition::Below(name, bound) => match stored.and_then(|item| item.attrs.get(name)) {
+            Condition::Equals(name, value) => stored.and_then(|attrs| attrs.get(name)) == Some(value),
+            Condition::Below(name, bound) => match stored.and_then(|attrs| attrs.get(name)) {
                 None => 0 < *bound,
                 Some(v) => v.as_f64().is_some_and(|n| n < *bound as f64),
             },

@@ -15,10 +15,12 @@ pub mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
+use serde::de::DeserializeSeed;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -77,21 +79,36 @@ impl Index {
 }
 
 /// One stored item: its key and its attributes (which may include index keys and the TTL).
-#[derive(Debug, Clone, PartialEq)]
+///
+/// An item the embedded store read holds its attributes as the JSON text it found, and
+/// [`Item::parse`] reads the caller's type straight from that text: building a map first and
+/// then reading the type from the map cost most of a warm request's reads (BENCHMARKS.md,
+/// "Warm requests"). The map is built only for code that asks for it ([`Item::attrs`]), which
+/// is why asking can fail: the text is parsed then.
+#[derive(Debug, Clone)]
 pub struct Item {
     pub key: Key,
-    pub attrs: Attrs,
+    /// The attributes, unless `json` holds them still unparsed.
+    attrs: Attrs,
+    /// A JSON object, as an adapter read it.
+    json: Option<Box<str>>,
 }
 
 impl Item {
     pub fn new(key: Key, attrs: Attrs) -> Self {
-        Self { key, attrs }
+        Self { key, attrs, json: None }
+    }
+
+    /// An item read as the text of a JSON object, parsed when asked.
+    #[cfg(feature = "sqlite")]
+    pub(crate) fn stored(key: Key, json: &str) -> Self {
+        Self { key, attrs: Attrs::new(), json: Some(json.into()) }
     }
 
     /// Builds an item from any serializable value whose JSON form is an object.
     pub fn from_value<T: Serialize>(key: Key, value: &T) -> Result<Self, StoreError> {
         match serde_json::to_value(value).map_err(StoreError::backend)? {
-            Value::Object(attrs) => Ok(Self { key, attrs }),
+            Value::Object(attrs) => Ok(Self::new(key, attrs)),
             other => Err(StoreError::Backend(format!("item body must be an object, got {other}"))),
         }
     }
@@ -99,37 +116,115 @@ impl Item {
     /// Places the item in a secondary index under the given partition and sort key.
     pub fn with_index(mut self, index: Index, pk: impl Into<String>, sk: impl Into<String>) -> Self {
         let (pk_attr, sk_attr) = index.key_attrs();
-        self.attrs.insert(pk_attr.into(), Value::String(pk.into()));
-        self.attrs.insert(sk_attr.into(), Value::String(sk.into()));
+        self.set(pk_attr, Value::String(pk.into()));
+        self.set(sk_attr, Value::String(sk.into()));
         self
     }
 
     /// Makes the item expire (vanish from reads) at the given unix time in seconds.
     pub fn with_ttl(mut self, expires_at: i64) -> Self {
-        self.attrs.insert(TTL.into(), Value::from(expires_at));
+        self.set(TTL, Value::from(expires_at));
         self
     }
 
-    /// Deserializes the attributes, as a struct or a map, where they are: without a copy of the
-    /// map (index keys and TTL are ignored by `T` unless it names them).
+    /// Sets an attribute of an item being built. On a read item whose text is not a JSON
+    /// object nothing can be set, and every later use of the item (a read, a write) fails.
+    pub(crate) fn set(&mut self, name: &str, value: Value) {
+        if let Ok(attrs) = self.attrs_mut() {
+            attrs.insert(name.to_owned(), value);
+        }
+    }
+
+    /// Deserializes the attributes, as a struct or a map, where they are: from the text read,
+    /// or from the map without a copy of it (index keys and TTL are ignored by `T` unless it
+    /// names them).
     pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, StoreError> {
-        T::deserialize(&self.attrs).map_err(StoreError::backend)
+        match &self.json {
+            Some(json) => serde_json::from_str(json).map_err(StoreError::backend),
+            None => T::deserialize(&self.attrs).map_err(StoreError::backend),
+        }
     }
 
-    pub fn index_key(&self, index: Index) -> Option<(&str, &str)> {
-        let (pk_attr, sk_attr) = index.key_attrs();
-        Some((self.attrs.get(pk_attr)?.as_str()?, self.attrs.get(sk_attr)?.as_str()?))
+    /// Deserializes the attributes with `seed`, as [`Item::parse`] does: for a reader that
+    /// picks what it needs from them in one pass.
+    pub fn parse_seed<'a, S: DeserializeSeed<'a>>(&'a self, seed: S) -> Result<S::Value, StoreError> {
+        match &self.json {
+            Some(json) => {
+                let mut json = serde_json::Deserializer::from_str(json);
+                let value = seed.deserialize(&mut json).map_err(StoreError::backend)?;
+                json.end().map_err(StoreError::backend)?;
+                Ok(value)
+            }
+            None => seed.deserialize(&self.attrs).map_err(StoreError::backend),
+        }
     }
 
-    pub fn expires_at(&self) -> Option<i64> {
-        self.attrs.get(TTL).and_then(Value::as_i64)
+    /// The attributes as a map: borrowed when the item holds one, parsed from the text read
+    /// otherwise.
+    pub fn attrs(&self) -> Result<Cow<'_, Attrs>, StoreError> {
+        match &self.json {
+            Some(_) => self.parse().map(Cow::Owned),
+            None => Ok(Cow::Borrowed(&self.attrs)),
+        }
+    }
+
+    /// The attributes as a map to change, parsed first from the text read.
+    pub fn attrs_mut(&mut self) -> Result<&mut Attrs, StoreError> {
+        if self.json.is_some() {
+            self.attrs = self.parse()?;
+            self.json = None;
+        }
+        Ok(&mut self.attrs)
+    }
+
+    pub fn into_attrs(self) -> Result<Attrs, StoreError> {
+        match self.json {
+            Some(json) => serde_json::from_str(&json).map_err(StoreError::backend),
+            None => Ok(self.attrs),
+        }
+    }
+
+    /// One attribute, read as `T`; `None` when the item has none of that name.
+    pub fn attr<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Option<T>, StoreError> {
+        match self.attrs()?.get(name) {
+            Some(value) => T::deserialize(value).map(Some).map_err(StoreError::backend),
+            None => Ok(None),
+        }
+    }
+
+    /// The partition and sort key under which the item is in a secondary index, if it is.
+    pub fn index_key(&self, index: Index) -> Result<Option<(String, String)>, StoreError> {
+        Ok(index_key(&*self.attrs()?, index).map(|(pk, sk)| (pk.to_owned(), sk.to_owned())))
     }
 
     /// Whether the TTL has passed: an expired item reads as absent even before the store
     /// physically removes it (DynamoDB takes up to days to do so).
-    pub fn is_expired(&self, now: i64) -> bool {
-        self.expires_at().is_some_and(|at| at <= now)
+    pub fn is_expired(&self, now: i64) -> Result<bool, StoreError> {
+        Ok(expires_at(&*self.attrs()?).is_some_and(|at| at <= now))
     }
+}
+
+/// Two items are equal when their keys and attributes are, however each holds them; an item
+/// whose text does not parse equals no other.
+impl PartialEq for Item {
+    fn eq(&self, other: &Self) -> bool {
+        self.key == other.key
+            && match (self.attrs(), other.attrs()) {
+                (Ok(ours), Ok(theirs)) => ours == theirs,
+                _ => false,
+            }
+    }
+}
+
+/// The partition and sort key the attributes place an item under in a secondary index.
+pub(crate) fn index_key(attrs: &Attrs, index: Index) -> Option<(&str, &str)> {
+    let (pk_attr, sk_attr) = index.key_attrs();
+    Some((attrs.get(pk_attr)?.as_str()?, attrs.get(sk_attr)?.as_str()?))
+}
+
+/// When the attributes say the item expires (unix seconds), if they do.
+pub(crate) fn expires_at(attrs: &Attrs) -> Option<i64> {
+    attrs.get(TTL).and_then(Value::as_i64)
 }
 
 /// One change of an update, applied in order to the stored attributes.
@@ -395,4 +490,50 @@ pub(crate) fn apply_ops(attrs: &mut Attrs, ops: &[UpdateOp]) -> Result<(), Store
         }
     }
     Ok(())
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[derive(Debug, PartialEq, Deserialize)]
+    struct Record {
+        name: String,
+        count: u64,
+    }
+
+    fn built() -> Item {
+        let attrs = serde_json::from_value(json!({"name": "a", "count": 2, "extra": [1]})).unwrap();
+        Item::new(Key::new("P", "S"), attrs)
+    }
+
+    #[test]
+    fn an_item_read_as_text_reads_as_the_same_item_built_as_a_map() {
+        let read = Item::stored(Key::new("P", "S"), r#"{"name":"a","count":2,"extra":[1]}"#);
+        assert_eq!(read.parse::<Record>().unwrap(), built().parse::<Record>().unwrap());
+        assert_eq!(read, built());
+        assert_eq!(read.attr::<u64>("count").unwrap(), Some(2));
+        assert_eq!(read.attr::<u64>("absent").unwrap(), None);
+        let mut changed = read.clone().with_ttl(10);
+        changed.attrs_mut().unwrap().remove("extra");
+        assert_eq!(changed.attrs().unwrap().get(TTL), Some(&json!(10)));
+        assert!(changed.is_expired(10).unwrap() && !read.is_expired(10).unwrap());
+        assert_eq!(changed.into_attrs().unwrap().len(), 3);
+    }
+
+    #[test]
+    fn text_that_is_not_an_object_fails_every_use_and_equals_nothing() {
+        let broken = Item::stored(Key::new("P", "S"), "{\"name\":");
+        assert!(broken.parse::<Record>().is_err());
+        assert!(broken.attrs().is_err() && broken.attr::<u64>("count").is_err());
+        assert!(broken.index_key(Index::Gsi1).is_err() && broken.is_expired(0).is_err());
+        assert_ne!(broken, broken.clone());
+        // An attribute set on it is not kept quietly: the item still fails when written.
+        let mut set = broken.with_ttl(5);
+        assert!(set.attrs_mut().is_err() && set.into_attrs().is_err());
+        let list = Item::stored(Key::new("P", "S"), "[1]");
+        assert!(list.attrs().is_err());
+    }
 }

@@ -19,16 +19,21 @@ pub fn reschedule(at: i64, unique: &str) -> UpdateOp {
 /// most one page, however many items are scheduled later.
 pub async fn due(store: &dyn ItemStore, partition: &str, now: i64, limit: usize) -> Result<Vec<Item>, StoreError> {
     const PAGE: usize = 25;
-    let due_by_now = |item: &Item| {
-        let at = item.index_key(Index::Gsi1).and_then(|(_, sort)| sort.split('#').next()?.parse::<i64>().ok());
-        at.is_some_and(|at| at <= now)
+    let due_by_now = |item: &Item| -> Result<bool, StoreError> {
+        let at = item.index_key(Index::Gsi1)?.and_then(|(_, sort)| sort.split('#').next()?.parse::<i64>().ok());
+        Ok(at.is_some_and(|at| at <= now))
     };
     let mut query = Query::index(Index::Gsi1, partition, "").limit(PAGE.min(limit));
     let mut due = Vec::new();
     loop {
         let page = store.query(query.clone()).await?;
         let (read, before) = (page.items.len(), due.len());
-        due.extend(page.items.into_iter().take_while(due_by_now));
+        for item in page.items {
+            if !due_by_now(&item)? {
+                break;
+            }
+            due.push(item);
+        }
         if due.len() - before < read || due.len() >= limit {
             break;
         }
@@ -67,7 +72,9 @@ mod tests {
                     .await
                     .unwrap()
                     .iter()
-                    .map(|item| item.index_key(Index::Gsi1).unwrap().1.split('#').next().unwrap().parse().unwrap())
+                    .map(|item| {
+                        item.index_key(Index::Gsi1).unwrap().unwrap().1.split('#').next().unwrap().parse().unwrap()
+                    })
                     .collect::<Vec<i64>>()
             }
         };

@@ -19,8 +19,8 @@ use rusqlite::{params_from_iter, Connection, OpenFlags, OptionalExtension, Trans
 use serde_json::{Map, Value};
 
 use super::{
-    apply_ops, now_epoch, validate_transaction, Attrs, Condition, Cursor, Index, Item, ItemStore, Key, Page, Query,
-    StoreError, UpdateOp, Write,
+    apply_ops, expires_at, index_key, now_epoch, validate_transaction, Condition, Cursor, Index, Item, ItemStore, Key,
+    Page, Query, StoreError, UpdateOp, Write,
 };
 
 const SCHEMA: &str = "
@@ -171,13 +171,11 @@ fn connect(path: &Path, exclusive: bool, wait: Duration) -> rusqlite::Result<Con
 
 fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
     // Cached statements: preparing one costs more than the point read itself.
-    let attrs = conn
-        .prepare_cached("SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)")
+    conn.prepare_cached("SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)")
         .and_then(|mut statement| {
-            statement.query_row((&key.pk, &key.sk, now_epoch()), |row| attrs_at(row, 0)).optional()
+            statement.query_row((&key.pk, &key.sk, now_epoch()), |row| item_at(row, 0, key.clone())).optional()
         })
-        .map_err(StoreError::backend)?;
-    Ok(attrs.map(|attrs| Item::new(key.clone(), attrs)))
+        .map_err(StoreError::backend)
 }
 
 /// The items at `keys`, in `keys`' order, read by one statement: one snapshot with no
@@ -202,23 +200,25 @@ fn read_many(conn: &Connection, keys: &[Key]) -> Result<Vec<Option<Item>>, Store
         let (Some(slot), Some(key)) = (at.and_then(|at| found.get_mut(at)), at.and_then(|at| keys.get(at))) else {
             return Err(StoreError::Backend(format!("a batch read answered for position {position}")));
         };
-        *slot = Some(Item::new(key.clone(), attrs_at(row, 1).map_err(StoreError::backend)?));
+        *slot = Some(item_at(row, 1, key.clone()).map_err(StoreError::backend)?);
     }
     Ok(found)
 }
 
-/// Parses the attributes in `column` from the text where SQLite holds it, without a copy first.
-fn attrs_at(row: &rusqlite::Row<'_>, column: usize) -> rusqlite::Result<Attrs> {
-    let refused = |err: Box<dyn std::error::Error + Send + Sync>| {
-        rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, err)
-    };
-    let json = row.get_ref(column)?.as_str().map_err(|err| refused(Box::new(err)))?;
-    serde_json::from_str(json).map_err(|err| refused(Box::new(err)))
+/// The item at `key` whose attributes are the JSON text in `column`, left unparsed: its reader
+/// parses the text into the type it wants (`Item::parse`).
+fn item_at(row: &rusqlite::Row<'_>, column: usize, key: Key) -> rusqlite::Result<Item> {
+    let json = row
+        .get_ref(column)?
+        .as_str()
+        .map_err(|err| rusqlite::Error::FromSqlConversionFailure(column, rusqlite::types::Type::Text, Box::new(err)))?;
+    Ok(Item::stored(key, json))
 }
 
 fn store(conn: &Connection, item: &Item) -> Result<(), StoreError> {
+    let attrs = item.attrs()?;
     let index_col = |index: Index, part: usize| {
-        item.index_key(index).map(|(pk, sk)| if part == 0 { pk.to_owned() } else { sk.to_owned() })
+        index_key(&attrs, index).map(|(pk, sk)| if part == 0 { pk.to_owned() } else { sk.to_owned() })
     };
     let mut statement = conn
         .prepare_cached(
@@ -234,8 +234,8 @@ fn store(conn: &Connection, item: &Item) -> Result<(), StoreError> {
             index_col(Index::Gsi1, 1),
             index_col(Index::Gsi2, 0),
             index_col(Index::Gsi2, 1),
-            item.expires_at(),
-            serde_json::to_string(&item.attrs).map_err(StoreError::backend)?,
+            expires_at(&attrs),
+            serde_json::to_string(&*attrs).map_err(StoreError::backend)?,
         ))
         .map_err(StoreError::backend)?;
     Ok(())
@@ -255,7 +255,8 @@ fn check(
     write: Option<usize>,
 ) -> Result<Option<Item>, StoreError> {
     let stored = read(conn, key)?;
-    if condition.holds(stored.as_ref()) {
+    let attrs = stored.as_ref().map(Item::attrs).transpose()?;
+    if condition.holds(attrs.as_deref()) {
         Ok(stored)
     } else {
         Err(StoreError::ConditionFailed { write })
@@ -263,7 +264,7 @@ fn check(
 }
 
 fn updated(key: &Key, stored: Option<Item>, ops: &[UpdateOp]) -> Result<Item, StoreError> {
-    let mut attrs = stored.map(|item| item.attrs).unwrap_or_default();
+    let mut attrs = stored.map(Item::into_attrs).transpose()?.unwrap_or_default();
     apply_ops(&mut attrs, ops)?;
     Ok(Item::new(key.clone(), attrs))
 }
@@ -346,9 +347,9 @@ fn run_query(conn: &Connection, query: &Query) -> Result<Page, StoreError> {
             row.get::<_, String>(0).map_err(StoreError::backend)?,
             row.get::<_, String>(1).map_err(StoreError::backend)?,
         );
-        let attrs = attrs_at(row, 2).map_err(StoreError::backend)?;
+        let item = item_at(row, 2, key).map_err(StoreError::backend)?;
         last_sort = row.get(3).map_err(StoreError::backend)?;
-        items.push(Item::new(key, attrs));
+        items.push(item);
     }
     let next = match (more, items.last()) {
         (true, Some(last)) => {

@@ -44,7 +44,7 @@ async fn several_processes_writing_one_file_lose_nothing() {
     assert_eq!(winners, 1, "exactly one process wins the conditional put");
     let store = SqliteStore::open(&path).unwrap();
     let counter = store.get(&Key::new("counter", "c")).await.unwrap().unwrap();
-    assert_eq!(counter.attrs["n"], PROCESSES as i64 * INCREMENTS, "no increment lost");
+    assert_eq!(counter.attrs().unwrap()["n"], PROCESSES as i64 * INCREMENTS, "no increment lost");
 }
 
 #[tokio::test]
@@ -71,7 +71,7 @@ async fn a_file_held_by_one_process_is_refused_to_another_and_shared_within() {
     let second = SqliteStore::open_exclusive(&path).unwrap();
     assert!(second.get(&Key::new("claim", "c")).await.unwrap().is_some());
     second.update(&Key::new("counter", "c"), vec![UpdateOp::Add("n".into(), 1)], Condition::Always).await.unwrap();
-    assert_eq!(holder.get(&Key::new("counter", "c")).await.unwrap().unwrap().attrs["n"], 1);
+    assert_eq!(holder.get(&Key::new("counter", "c")).await.unwrap().unwrap().attrs().unwrap()["n"], 1);
 
     // Another process: refused, with the reason.
     let output = run_child("child_process_opener", &path).wait_with_output().unwrap();
@@ -98,7 +98,7 @@ async fn child_process_opener() {
     match SqliteStore::open_exclusive(path) {
         Ok(store) => {
             let counter = store.get(&Key::new("counter", "c")).await.unwrap().unwrap();
-            println!("OPEN=opened COUNTER={}", counter.attrs["n"]);
+            println!("OPEN=opened COUNTER={}", counter.attrs().unwrap()["n"]);
         }
         Err(e) => println!("OPEN=refused {e}"),
     }

@@ -217,13 +217,13 @@ async fn equals_and_below_conditions(store: Store) {
         {
             Ok(item) => {
                 granted += 1;
-                assert_eq!(item.attrs["count"], json!(granted));
+                assert_eq!(item.attrs().unwrap()["count"], json!(granted));
             }
             Err(e) => assert!(e.is_condition_failed(), "{e}"),
         }
     }
     assert_eq!(granted, 3);
-    assert_eq!(store.get(&counter).await.unwrap().unwrap().attrs["count"], json!(3));
+    assert_eq!(store.get(&counter).await.unwrap().unwrap().attrs().unwrap()["count"], json!(3));
     let zero_bound = Condition::Below("count".into(), 0);
     assert_condition_failed(store.update(&Key::new("LIMIT", "OTHER"), vec![], zero_bound).await, None);
     assert_condition_failed(store.update(&key, vec![], Condition::Below("state".into(), 10)).await, None);
@@ -355,7 +355,10 @@ async fn partition_pagination(store: Store) {
     let forward = pages(&store, Query::partition("P", "ITEM#").limit(10)).await;
     assert_eq!(forward.iter().map(Vec::len).collect::<Vec<_>>(), [10, 10, 10, 10, 10, 7]);
     assert_eq!(sort_keys(&forward.concat()), expected);
-    assert!(forward.concat().iter().all(|item| item.key.pk == "P" && item.attrs["sk"] == json!(item.key.sk)));
+    assert!(forward
+        .concat()
+        .iter()
+        .all(|item| item.key.pk == "P" && item.attrs().unwrap()["sk"] == json!(item.key.sk)));
 
     let backward = pages(&store, Query::partition("P", "ITEM#").limit(10).reverse(true)).await;
     assert_eq!(backward.len(), 6);
@@ -394,7 +397,7 @@ async fn index_queries(store: Store) {
 
     for reverse in [false, true] {
         let found = pages(&store, Query::index(Index::Gsi1, "G", "score#").limit(5).reverse(reverse)).await.concat();
-        let scores: Vec<&str> = found.iter().map(|item| item.index_key(Index::Gsi1).unwrap().1).collect();
+        let scores: Vec<String> = found.iter().map(|item| item.index_key(Index::Gsi1).unwrap().unwrap().1).collect();
         let mut sorted = scores.clone();
         sorted.sort();
         if reverse {
@@ -410,13 +413,19 @@ async fn index_queries(store: Store) {
         }
     }
     let ones = query_all(store.as_ref(), Query::index(Index::Gsi1, "G", "score#1").limit(2)).await.unwrap();
-    assert_eq!(ones.iter().map(|item| item.attrs["i"].as_i64().unwrap() % 3).collect::<Vec<_>>(), [1, 1, 1, 1]);
+    assert_eq!(
+        ones.iter().map(|item| item.attrs().unwrap()["i"].as_i64().unwrap() % 3).collect::<Vec<_>>(),
+        [1, 1, 1, 1]
+    );
 
     let even = pages(&store, Query::index(Index::Gsi2, "EVEN", "").limit(4)).await.concat();
-    let order: Vec<i64> = even.iter().map(|item| item.attrs["i"].as_i64().unwrap()).collect();
+    let order: Vec<i64> = even.iter().map(|item| item.attrs().unwrap()["i"].as_i64().unwrap()).collect();
     assert_eq!(order, [10, 8, 6, 4, 2, 0]);
     let teens = query_all(store.as_ref(), Query::index(Index::Gsi2, "EVEN", "1").reverse(true)).await.unwrap();
-    assert_eq!(teens.iter().map(|item| item.attrs["i"].as_i64().unwrap()).collect::<Vec<_>>(), [2, 4, 6, 8, 10]);
+    assert_eq!(
+        teens.iter().map(|item| item.attrs().unwrap()["i"].as_i64().unwrap()).collect::<Vec<_>>(),
+        [2, 4, 6, 8, 10]
+    );
     assert!(query_all(store.as_ref(), Query::index(Index::Gsi2, "G", "")).await.unwrap().is_empty());
 }
 
@@ -488,7 +497,7 @@ async fn concurrent_conditional_puts(store: Store) {
     }
     assert_eq!(winners.len(), 1, "exactly one writer wins");
     let stored = store.get(&Key::new("RACE", "KEY")).await.unwrap().unwrap();
-    assert_eq!(stored.attrs["winner"], json!(winners[0]));
+    assert_eq!(stored.attrs().unwrap()["winner"], json!(winners[0]));
 }
 
 async fn concurrent_counter_limit(store: Store) {
@@ -509,7 +518,7 @@ async fn concurrent_counter_limit(store: Store) {
         }
     }
     assert_eq!(granted, 5);
-    assert_eq!(store.get(&key).await.unwrap().unwrap().attrs["count"], json!(5));
+    assert_eq!(store.get(&key).await.unwrap().unwrap().attrs().unwrap()["count"], json!(5));
 }
 
 async fn concurrent_unique_claims(store: Store) {
@@ -540,7 +549,7 @@ async fn concurrent_unique_claims(store: Store) {
     }
     assert_eq!(winners.len(), 1, "exactly one claim wins");
     let owner = store.get(&Key::new("NAME#taken", "NAME")).await.unwrap().unwrap();
-    assert_eq!(owner.attrs["owner"], json!(winners[0]));
+    assert_eq!(owner.attrs().unwrap()["owner"], json!(winners[0]));
     for i in 0..16 {
         let user = store.get(&Key::new(format!("USER#{i}"), "USER")).await.unwrap();
         assert_eq!(user.is_some(), winners == [i], "user {i} exists only if it won");

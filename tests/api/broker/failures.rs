@@ -266,7 +266,7 @@ async fn a_sealed_root_key_moved_to_another_mount_does_not_open() {
     let store = app.store();
     let from = store.get(&keys::mount_config(&aws, "root")).await.unwrap().expect("aws's config/root");
     let mut to = store.get(&keys::mount_config(&other, "root")).await.unwrap().expect("other's config/root");
-    to.attrs.insert("sealed_secret_key".into(), from.attrs["sealed_secret_key"].clone());
+    to.attrs_mut().unwrap().insert("sealed_secret_key".into(), from.attrs().unwrap()["sealed_secret_key"].clone());
     store.put(to, Condition::Always).await.unwrap();
 
     let moved = root.post("other/config/rotate-root", json!({})).await;

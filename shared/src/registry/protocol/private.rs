@@ -92,8 +92,9 @@ async fn private_modules(state: &AppState, org: &Organization) -> Result<Vec<Mod
 async fn downloads(state: &AppState, modules: &[&Module]) -> Result<Vec<u64>> {
     let keys: Vec<_> = modules.iter().map(|module| module.downloads_key()).collect();
     let counts = state.store.get_many(&keys).await?;
-    let count = |item: Option<Item>| item.and_then(|item| item.attrs.get(DOWNLOADS)?.as_u64()).unwrap_or(0);
-    Ok(counts.into_iter().map(count).collect())
+    let count =
+        |item: Option<Item>| Ok(item.map(|item| item.attr::<u64>(DOWNLOADS)).transpose()?.flatten().unwrap_or(0));
+    counts.into_iter().map(count).collect()
 }
 
 /// A module as the public registry lists it, at one version.

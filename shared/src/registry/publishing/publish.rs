@@ -50,9 +50,8 @@ pub async fn organization_of_token(store: &dyn ItemStore, oauth_token_id: Option
         RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), "oauth-token-id is required")
     })?;
     let item = crate::store::pointer::follow(store, id).await?;
-    let org_id = item
-        .filter(|_| id.starts_with("ot-"))
-        .and_then(|i| i.attrs.get("org_id").and_then(|v| v.as_str()).map(str::to_owned));
+    let org_id =
+        item.filter(|_| id.starts_with("ot-")).map(|item| item.attr::<String>("org_id")).transpose()?.flatten();
     let org_id = org_id.ok_or_else(|| {
         RegistryError::invalid(Field::Nested("vcs-repo", "oauth-token-id"), format!("OAuth token {id} not found"))
     })?;

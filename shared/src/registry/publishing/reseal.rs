@@ -22,9 +22,9 @@ pub async fn reseal(state: &AppState, now: i64) -> Result<Option<Resealed>> {
     let mut tally = Resealed::default();
     let (index, partition, _) = keys::organizations_by_name();
     for organization in query_all(store, Query::index(index, partition, "")).await? {
-        let Some(org_id) = organization.attrs.get("id").and_then(Value::as_str) else { continue };
-        oauth::reseal_tokens(state, org_id, RESEAL_PER_RUN, &mut tally).await?;
-        webhook_secrets(state, org_id, RESEAL_PER_RUN, &mut tally).await?;
+        let Some(org_id) = organization.attr::<String>("id")? else { continue };
+        oauth::reseal_tokens(state, &org_id, RESEAL_PER_RUN, &mut tally).await?;
+        webhook_secrets(state, &org_id, RESEAL_PER_RUN, &mut tally).await?;
     }
     let Resealed { rewritten, unreadable, left } = tally;
     if tally.finished() {
@@ -47,7 +47,8 @@ pub async fn reseal(state: &AppState, now: i64) -> Result<Option<Resealed>> {
 async fn webhook_secrets(state: &AppState, org_id: &str, limit: usize, tally: &mut Resealed) -> Result<()> {
     const SEALED: &str = "sealed_webhook_secret";
     for module in query_all(state.store.as_ref(), keys::modules(org_id, None)).await? {
-        let Some(repo) = module.attrs.get("vcs_repo").filter(|repo| repo.is_object()) else { continue };
+        let attrs = module.attrs()?;
+        let Some(repo) = attrs.get("vcs_repo").filter(|repo| repo.is_object()) else { continue };
         let (Some(uuid), Some(sealed)) =
             (repo.get("webhook_uuid").and_then(Value::as_str), repo.get(SEALED).and_then(Value::as_str))
         else {
@@ -63,7 +64,7 @@ async fn webhook_secrets(state: &AppState, org_id: &str, limit: usize, tally: &m
                 let mut rebound = repo.clone();
                 rebound[SEALED] = Value::from(bound.as_str());
                 let mut ops = vec![UpdateOp::set("vcs_repo", rebound)];
-                let unchanged = match module.attrs.get("revision").and_then(Value::as_u64) {
+                let unchanged = match attrs.get("revision").and_then(Value::as_u64) {
                     Some(revision) => {
                         ops.push(UpdateOp::set("revision", revision + 1));
                         Condition::equals("revision", revision)

@@ -19,10 +19,10 @@ pub(super) fn key_attrs(key: &Key) -> Raw {
     ])
 }
 
-pub(super) fn raw_item(item: &Item) -> Raw {
-    let mut raw: Raw = item.attrs.iter().map(|(name, value)| (name.clone(), to_attribute(value))).collect();
+pub(super) fn raw_item(item: &Item) -> Result<Raw, StoreError> {
+    let mut raw: Raw = item.attrs()?.iter().map(|(name, value)| (name.clone(), to_attribute(value))).collect();
     raw.extend(key_attrs(&item.key));
-    raw
+    Ok(raw)
 }
 
 pub(super) fn item_from(mut raw: Raw) -> Result<Item, StoreError> {
@@ -37,7 +37,11 @@ pub(super) fn item_from(mut raw: Raw) -> Result<Item, StoreError> {
 /// The item DynamoDB returned, unless it has expired (DynamoDB may keep it for days).
 pub(super) fn unexpired(raw: Option<Raw>) -> Result<Option<Item>, StoreError> {
     let now = now_epoch();
-    Ok(raw.map(item_from).transpose()?.filter(|item| !item.is_expired(now)))
+    let item = raw.map(item_from).transpose()?;
+    Ok(match item {
+        Some(item) if item.is_expired(now)? => None,
+        item => item,
+    })
 }
 
 pub(super) fn attrs_from(raw: Raw) -> Result<Attrs, StoreError> {

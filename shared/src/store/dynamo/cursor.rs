@@ -16,7 +16,7 @@ pub(super) fn cursor_at(last: &Item, index: Option<Index>) -> Result<Cursor, Sto
     position.insert(PK.into(), last.key.pk.clone().into());
     position.insert(SK.into(), last.key.sk.clone().into());
     if let Some(index) = index {
-        let (pk, sk) = last.index_key(index).ok_or_else(|| StoreError::backend("index item without its keys"))?;
+        let (pk, sk) = last.index_key(index)?.ok_or_else(|| StoreError::backend("index item without its keys"))?;
         let (pk_attr, sk_attr) = index.key_attrs();
         position.insert(pk_attr.into(), pk.into());
         position.insert(sk_attr.into(), sk.into());

@@ -53,7 +53,8 @@ impl DynamoStore {
     /// Deletes `stored` (what a failed write found under `key`) if it has expired and has not
     /// been rewritten since; tells whether it had expired.
     async fn clear_if_expired(&self, key: &Key, stored: Option<Raw>) -> Result<bool, StoreError> {
-        let expired = stored.map(item_from).transpose()?.is_some_and(|item| item.is_expired(now_epoch()));
+        let stored = stored.map(item_from).transpose()?;
+        let expired = stored.map(|item| item.is_expired(now_epoch())).transpose()? == Some(true);
         if expired {
             let expr = Expressions::expired();
             let result = self
@@ -143,7 +144,7 @@ impl ItemStore for DynamoStore {
         self.client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(raw_item(&item)))
+            .set_item(Some(raw_item(&item)?))
             .set_condition_expression(expr.condition)
             .set_expression_attribute_names(expr.names)
             .set_expression_attribute_values(expr.values)
@@ -229,7 +230,7 @@ impl ItemStore for DynamoStore {
                 .map_err(classify)?;
             for raw in out.items.unwrap_or_default() {
                 let item = item_from(raw)?;
-                if !item.is_expired(now) {
+                if !item.is_expired(now)? {
                     items.push(item);
                 }
             }

@@ -24,7 +24,7 @@ impl DynamoStore {
                 let expr = Expressions::conditional(condition);
                 let put = Put::builder()
                     .table_name(&self.table)
-                    .set_item(Some(raw_item(item)))
+                    .set_item(Some(raw_item(item)?))
                     .set_condition_expression(expr.condition)
                     .set_expression_attribute_names(expr.names)
                     .set_expression_attribute_values(expr.values);
