@@ -174,11 +174,12 @@ fn run_cached(conn: &Connection, sql: &str) -> Result<(), StoreError> {
     conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop).map_err(StoreError::backend)
 }
 
-fn read(conn: &Connection, key: &Key) -> Result<Option<Item>, StoreError> {
+/// The item at `key` unless absent or expired by `now` (unix seconds).
+fn read(conn: &Connection, key: &Key, now: i64) -> Result<Option<Item>, StoreError> {
     // Cached statements: preparing one costs more than the point read itself.
     conn.prepare_cached("SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)")
         .and_then(|mut statement| {
-            statement.query_row((&key.pk, &key.sk, now_epoch()), |row| item_at(row, 0, key.clone())).optional()
+            statement.query_row((&key.pk, &key.sk, now), |row| item_at(row, 0, key.clone())).optional()
         })
         .map_err(StoreError::backend)
 }
@@ -232,7 +233,7 @@ fn check(
     condition: &Condition,
     write: Option<usize>,
 ) -> Result<Option<Item>, StoreError> {
-    let stored = read(conn, key)?;
+    let stored = read(conn, key, now_epoch())?;
     let attrs = stored.as_ref().map(Item::attrs).transpose()?;
     if condition.holds(attrs.as_deref()) {
         Ok(stored)
@@ -347,7 +348,7 @@ fn run_query(conn: &Connection, query: &Query) -> Result<Page, StoreError> {
 #[async_trait]
 impl ItemStore for SqliteStore {
     async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError> {
-        self.read_now(|conn| read(conn, key))
+        self.read_now(|conn| read(conn, key, now_epoch()))
     }
 
     async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
@@ -359,7 +360,8 @@ impl ItemStore for SqliteStore {
             // joined to the table, cost more: SQLite's extraction of the keys from the JSON
             // took more than the point reads it saved.)
             run_cached(conn, "BEGIN")?;
-            let items = keys.iter().map(|key| read(conn, key)).collect::<Result<_, _>>();
+            let now = now_epoch();
+            let items = keys.iter().map(|key| read(conn, key, now)).collect::<Result<_, _>>();
             run_cached(conn, if items.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
             items
         })
