@@ -174,13 +174,21 @@ fn run_cached(conn: &Connection, sql: &str) -> Result<(), StoreError> {
     conn.prepare_cached(sql).and_then(|mut statement| statement.execute([])).map(drop).map_err(StoreError::backend)
 }
 
+/// A point read. Cached: preparing it costs more than the read itself.
+const READ: &str = "SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)";
+
 /// The item at `key` unless absent or expired by `now` (unix seconds).
 fn read(conn: &Connection, key: &Key, now: i64) -> Result<Option<Item>, StoreError> {
-    // Cached statements: preparing one costs more than the point read itself.
-    conn.prepare_cached("SELECT attrs FROM items WHERE pk = ?1 AND sk = ?2 AND (ttl IS NULL OR ttl > ?3)")
-        .and_then(|mut statement| {
-            statement.query_row((&key.pk, &key.sk, now), |row| item_at(row, 0, key.clone())).optional()
-        })
+    Ok(read_all(conn, std::slice::from_ref(key), now)?.pop().flatten())
+}
+
+/// The items at `keys`, in order, each absent if missing or expired by `now`, read with one
+/// statement taken from rusqlite's cache once for the batch (finding it hashes its text).
+fn read_all(conn: &Connection, keys: &[Key], now: i64) -> Result<Vec<Option<Item>>, StoreError> {
+    let mut statement = conn.prepare_cached(READ).map_err(StoreError::backend)?;
+    keys.iter()
+        .map(|key| statement.query_row((&key.pk, &key.sk, now), |row| item_at(row, 0, key.clone())).optional())
+        .collect::<rusqlite::Result<_>>()
         .map_err(StoreError::backend)
 }
 
@@ -360,8 +368,7 @@ impl ItemStore for SqliteStore {
             // joined to the table, cost more: SQLite's extraction of the keys from the JSON
             // took more than the point reads it saved.)
             run_cached(conn, "BEGIN")?;
-            let now = now_epoch();
-            let items = keys.iter().map(|key| read(conn, key, now)).collect::<Result<_, _>>();
+            let items = read_all(conn, keys, now_epoch());
             run_cached(conn, if items.is_ok() { "COMMIT" } else { "ROLLBACK" })?;
             items
         })
