@@ -42,10 +42,20 @@ async fn key_rotation_rebinds_the_brokers_format_1_values_once_and_records_it() 
     let root = json!({"access_key": "AKIAEXAMPLE", "secret_key": "bound-later", "iam_endpoint": "http://127.0.0.1:9"});
     let written = app.client.post(format!("{}/v1/aws/config/root", app.url)).header("X-Vault-Token", ROOT).json(&root);
     assert_eq!(written.send().await.unwrap().status(), 204);
+    // Another mount whose root names no key (the default chain): its stored key is null, which
+    // the pass passes over rather than stopping at.
+    let post = |path: &str, body: Value| {
+        app.client.post(format!("{}/v1/{path}", app.url)).header("X-Vault-Token", ROOT).json(&body)
+    };
+    assert!(post("sys/mounts/chain", json!({"type": "aws"})).send().await.unwrap().status().is_success());
+    assert_eq!(post("chain/config/root", json!({"region": "us-east-1"})).send().await.unwrap().status(), 204);
     let mounts: Value = vault("sys/mounts").header("X-Vault-Token", ROOT).send().await.unwrap().json().await.unwrap();
     let uuid = mounts["data"]["aws/"]["uuid"].as_str().expect("the aws mount's uuid").to_owned();
+    let chain = mounts["data"]["chain/"]["uuid"].as_str().expect("the other mount's uuid").to_owned();
 
     let (state, store) = (app.second_state().await, app.store());
+    let chain_root = store.get(&keys::mount_config(&chain, "root")).await.unwrap().expect("its root");
+    assert_eq!(chain_root.attrs().unwrap()["sealed_secret_key"], Value::Null, "stored with no key");
     let root_key = keys::mount_config(&uuid, "root");
     plant(&store, &root_key, &["sealed_secret_key"], json!(state.sealer.seal("the-root-secret").await.unwrap())).await;
     let role = StaticRole {

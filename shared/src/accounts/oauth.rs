@@ -274,7 +274,8 @@ pub async fn list(
     let items = page.fetch(store, keys::oauth_clients(&org.id)).await?;
     let clients = parse_all::<OAuthClient>(&items)?;
     let org_item = store.get(&keys::organization(&org.id)).await?;
-    let total = org_item.map(|item| item.attr::<usize>(OAUTH_CLIENT_COUNT)).transpose()?.flatten().unwrap_or(0);
+    let count = org_item.map(|item| item.attr::<i64>(OAUTH_CLIENT_COUNT)).transpose()?.flatten();
+    let total = count.and_then(|count| usize::try_from(count).ok()).unwrap_or(0);
     Ok((clients, org, total))
 }
 

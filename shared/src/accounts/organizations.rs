@@ -150,7 +150,8 @@ pub async fn list(
             let (index, partition, _) = keys::organizations_by_name();
             let items = page.fetch(store, crate::store::Query::index(index, partition, "")).await?;
             let total_item = store.get(&keys::organization_total()).await?;
-            let total = total_item.map(|item| item.attr::<usize>("count")).transpose()?.flatten().unwrap_or(0);
+            let count = total_item.map(|item| item.attr::<i64>("count")).transpose()?.flatten();
+            let total = count.and_then(|count| usize::try_from(count).ok()).unwrap_or(0);
             let orgs = parse_all::<Organization>(&items)?.into_iter().filter(|org| org.active).collect();
             Ok((orgs, total))
         }

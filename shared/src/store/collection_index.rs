@@ -115,8 +115,15 @@ fn grows_an_index(write: &Write) -> bool {
 /// `None` when the index is absent or incomplete.
 pub fn entries<T: DeserializeOwned>(index: Option<&Item>, prefix: &str) -> Result<Option<Vec<T>>, StoreError> {
     let Some(index) = index else { return Ok(None) };
-    let (complete, entries) = index.parse_seed(Entries { prefix, entry: PhantomData::<T> })?;
-    Ok(complete.then_some(entries))
+    match index.parse_seed(Entries { prefix, entry: PhantomData::<T> }) {
+        Ok((complete, entries)) => Ok(complete.then_some(entries)),
+        // An entry that does not read as `T` matters in a complete index only: an incomplete one
+        // is not trusted anyway (its reader queries the members and repairs it).
+        Err(e) => match index.attr::<Value>(COMPLETE)? {
+            Some(Value::Bool(true)) => Err(e),
+            _ => Ok(None),
+        },
+    }
 }
 
 /// Reads an index's attributes in one pass: whether it is complete, and each entry whose name
@@ -228,6 +235,21 @@ mod tests {
     fn set(id: u32, len: usize) -> Write {
         let (name, value) = entry(id, len);
         change(key(), name, None, &value).unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_entry_of_another_shape_fails_a_complete_index_only() {
+        let (_dir, store) = store();
+        for complete in [false, true] {
+            let attrs =
+                serde_json::from_value(serde_json::json!({"complete": complete, "e#1": "one", "e#2": 2})).unwrap();
+            store.put(Item::new(key(), attrs), Condition::Always).await.unwrap();
+            let read = entries::<String>(index(&store).await.as_ref(), PREFIX);
+            match complete {
+                false => assert!(matches!(read, Ok(None)), "incomplete: queried around, as before"),
+                true => assert!(read.is_err(), "complete: the entry it cannot read is an error"),
+            }
+        }
     }
 
     #[tokio::test]

@@ -184,11 +184,11 @@ impl Item {
         }
     }
 
-    /// One attribute, read as `T`; `None` when the item has none of that name.
+    /// One attribute, read as `T`; `None` when the item has none of that name, or a null.
     pub fn attr<T: for<'de> Deserialize<'de>>(&self, name: &str) -> Result<Option<T>, StoreError> {
         match self.attrs()?.get(name) {
+            None | Some(Value::Null) => Ok(None),
             Some(value) => T::deserialize(value).map(Some).map_err(StoreError::backend),
-            None => Ok(None),
         }
     }
 
@@ -516,6 +516,8 @@ mod tests {
         assert_eq!(read, built());
         assert_eq!(read.attr::<u64>("count").unwrap(), Some(2));
         assert_eq!(read.attr::<u64>("absent").unwrap(), None);
+        let unset = Item::stored(Key::new("P", "S"), r#"{"sealed":null}"#);
+        assert_eq!(unset.attr::<String>("sealed").unwrap(), None, "a null reads as no value");
         let mut changed = read.clone().with_ttl(10);
         changed.attrs_mut().unwrap().remove("extra");
         assert_eq!(changed.attrs().unwrap().get(TTL), Some(&json!(10)));

@@ -241,13 +241,20 @@ fn check(
     condition: &Condition,
     write: Option<usize>,
 ) -> Result<Option<Item>, StoreError> {
-    let stored = read(conn, key, now_epoch())?;
+    // Parsed once here, for the condition and for what the write does with the stored item.
+    let stored = read(conn, key, now_epoch())?.map(parsed).transpose()?;
     let attrs = stored.as_ref().map(Item::attrs).transpose()?;
     if condition.holds(attrs.as_deref()) {
         Ok(stored)
     } else {
         Err(StoreError::ConditionFailed { write })
     }
+}
+
+/// The item with its attributes parsed into a map.
+fn parsed(item: Item) -> Result<Item, StoreError> {
+    let key = item.key.clone();
+    Ok(Item::new(key, item.into_attrs()?))
 }
 
 fn updated(key: &Key, stored: Option<Item>, ops: &[UpdateOp]) -> Result<Item, StoreError> {
