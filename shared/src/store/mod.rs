@@ -90,13 +90,20 @@ pub struct Item {
     pub key: Key,
     /// The attributes, unless `json` holds them still unparsed.
     attrs: Attrs,
-    /// A JSON object, as an adapter read it.
+    /// A JSON object, as the embedded store read it. Only there: the functions, built without
+    /// it, carry no code for items read as text.
+    #[cfg(feature = "sqlite")]
     json: Option<Box<str>>,
 }
 
 impl Item {
     pub fn new(key: Key, attrs: Attrs) -> Self {
-        Self { key, attrs, json: None }
+        Self {
+            key,
+            attrs,
+            #[cfg(feature = "sqlite")]
+            json: None,
+        }
     }
 
     /// An item read as the text of a JSON object, parsed when asked.
@@ -139,16 +146,24 @@ impl Item {
     /// or from the map without a copy of it (index keys and TTL are ignored by `T` unless it
     /// names them).
     pub fn parse<T: for<'de> Deserialize<'de>>(&self) -> Result<T, StoreError> {
-        match &self.json {
+        match self.text() {
             Some(json) => serde_json::from_str(json).map_err(StoreError::backend),
             None => T::deserialize(&self.attrs).map_err(StoreError::backend),
         }
     }
 
+    /// The attributes' text, when they are held unparsed.
+    fn text(&self) -> Option<&str> {
+        #[cfg(feature = "sqlite")]
+        return self.json.as_deref();
+        #[cfg(not(feature = "sqlite"))]
+        None
+    }
+
     /// Deserializes the attributes with `seed`, as [`Item::parse`] does: for a reader that
     /// picks what it needs from them in one pass.
     pub fn parse_seed<'a, S: DeserializeSeed<'a>>(&'a self, seed: S) -> Result<S::Value, StoreError> {
-        match &self.json {
+        match self.text() {
             Some(json) => {
                 let mut json = serde_json::Deserializer::from_str(json);
                 let value = seed.deserialize(&mut json).map_err(StoreError::backend)?;
@@ -162,7 +177,7 @@ impl Item {
     /// The attributes as a map: borrowed when the item holds one, parsed from the text read
     /// otherwise.
     pub fn attrs(&self) -> Result<Cow<'_, Attrs>, StoreError> {
-        match &self.json {
+        match self.text() {
             Some(_) => self.parse().map(Cow::Owned),
             None => Ok(Cow::Borrowed(&self.attrs)),
         }
@@ -170,6 +185,7 @@ impl Item {
 
     /// The attributes as a map to change, parsed first from the text read.
     pub fn attrs_mut(&mut self) -> Result<&mut Attrs, StoreError> {
+        #[cfg(feature = "sqlite")]
         if self.json.is_some() {
             self.attrs = self.parse()?;
             self.json = None;
@@ -178,8 +194,8 @@ impl Item {
     }
 
     pub fn into_attrs(self) -> Result<Attrs, StoreError> {
-        match self.json {
-            Some(json) => serde_json::from_str(&json).map_err(StoreError::backend),
+        match self.text() {
+            Some(json) => serde_json::from_str(json).map_err(StoreError::backend),
             None => Ok(self.attrs),
         }
     }
