@@ -274,8 +274,7 @@ pub async fn list(
     let items = page.fetch(store, keys::oauth_clients(&org.id)).await?;
     let clients = parse_all::<OAuthClient>(&items)?;
     let org_item = store.get(&keys::organization(&org.id)).await?;
-    let count = org_item.map(|item| item.attr::<i64>(OAUTH_CLIENT_COUNT)).transpose()?.flatten();
-    let total = count.and_then(|count| usize::try_from(count).ok()).unwrap_or(0);
+    let total = org_item.map(|item| item.count(OAUTH_CLIENT_COUNT)).transpose()?.unwrap_or(0);
     Ok((clients, org, total))
 }
 

@@ -17,7 +17,7 @@ use crate::store::{keys, parse_all, Condition, Item, ItemStore, Key, UpdateOp, W
 fn org_item(org: &Organization) -> Result<Item> {
     let (index, pk, sk) = keys::organization_index_key(&org.name);
     let mut item = Item::from_value(keys::organization(&org.id), org)?.with_index(index, pk, sk);
-    item.attrs_mut()?.insert(ACTIVE.into(), Value::Bool(true));
+    item.set(ACTIVE, Value::Bool(true));
     Ok(item)
 }
 
@@ -150,8 +150,7 @@ pub async fn list(
             let (index, partition, _) = keys::organizations_by_name();
             let items = page.fetch(store, crate::store::Query::index(index, partition, "")).await?;
             let total_item = store.get(&keys::organization_total()).await?;
-            let count = total_item.map(|item| item.attr::<i64>("count")).transpose()?.flatten();
-            let total = count.and_then(|count| usize::try_from(count).ok()).unwrap_or(0);
+            let total = total_item.map(|item| item.count("count")).transpose()?.unwrap_or(0);
             let orgs = parse_all::<Organization>(&items)?.into_iter().filter(|org| org.active).collect();
             Ok((orgs, total))
         }

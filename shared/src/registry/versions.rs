@@ -121,7 +121,7 @@ impl ModuleVersion {
         let owned: Vec<Key> = self.upload.iter().map(|id| keys::pending_upload(id)).collect();
         item = item.with_satellites(&owned);
         if let Some(object) = self.archive.as_ref().or(self.upload.as_ref()) {
-            item.attrs_mut()?.insert(BLOB.into(), object.clone().into());
+            item.set(BLOB, object.clone().into());
         }
         Ok(item)
     }

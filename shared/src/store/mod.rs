@@ -208,6 +208,11 @@ impl Item {
         }
     }
 
+    /// A counter attribute: absent, null or below zero reads as 0.
+    pub fn count(&self, name: &str) -> Result<usize, StoreError> {
+        Ok(self.attr::<i64>(name)?.and_then(|count| usize::try_from(count).ok()).unwrap_or(0))
+    }
+
     /// The partition and sort key under which the item is in a secondary index, if it is.
     pub fn index_key(&self, index: Index) -> Result<Option<(String, String)>, StoreError> {
         Ok(index_key(&*self.attrs()?, index).map(|(pk, sk)| (pk.to_owned(), sk.to_owned())))
@@ -532,8 +537,12 @@ mod tests {
         assert_eq!(read, built());
         assert_eq!(read.attr::<u64>("count").unwrap(), Some(2));
         assert_eq!(read.attr::<u64>("absent").unwrap(), None);
-        let unset = Item::stored(Key::new("P", "S"), r#"{"sealed":null}"#);
+        let unset = Item::stored(Key::new("P", "S"), r#"{"sealed":null,"below":-2}"#);
         assert_eq!(unset.attr::<String>("sealed").unwrap(), None, "a null reads as no value");
+        assert_eq!(
+            (unset.count("below").unwrap(), unset.count("absent").unwrap(), read.count("count").unwrap()),
+            (0, 0, 2)
+        );
         let mut changed = read.clone().with_ttl(10);
         changed.attrs_mut().unwrap().remove("extra");
         assert_eq!(changed.attrs().unwrap().get(TTL), Some(&json!(10)));
