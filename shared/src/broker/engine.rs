@@ -66,15 +66,15 @@ impl Row {
     }
 }
 
-/// Every path the engine serves. `List` on a path naming one object reads it, as `GET
-/// ?list=true` there always has.
+/// Every path the engine serves. Only directories list: a `LIST` (or `GET ?list=true`) of a path
+/// naming one object is a 405, as Vault serves none there, so that a policy's `list` on
+/// `<path>/` never reads the object a deny on `<path>` keeps.
 const PATHS: &[Row] = &[
     Row {
         pattern: "config/root",
         exists: exists!(config_root::exists),
         operations: &[
             (Read, handler!(config_root::read)),
-            (List, handler!(config_root::read)),
             (Create, handler!(config_root::write)),
             (Update, handler!(config_root::write)),
         ],
@@ -85,7 +85,6 @@ const PATHS: &[Row] = &[
         exists: exists!(config_lease::exists),
         operations: &[
             (Read, handler!(config_lease::read)),
-            (List, handler!(config_lease::read)),
             (Create, handler!(config_lease::write)),
             (Update, handler!(config_lease::write)),
         ],
@@ -96,7 +95,6 @@ const PATHS: &[Row] = &[
         exists: exists!(roles::exists),
         operations: &[
             (Read, handler!(roles::read)),
-            (List, handler!(roles::read)),
             (Create, handler!(roles::write)),
             (Update, handler!(roles::write)),
             (Delete, handler!(roles::delete)),
@@ -249,12 +247,12 @@ mod tests {
 
     #[test]
     fn the_table_serves_the_engines_paths_with_their_operations() {
-        let config = Some(vec![Read, List, Create, Update]);
+        let config = Some(vec![Read, Create, Update]);
         assert_eq!(served("config/root"), config);
         assert_eq!(served("config/lease"), config);
         assert_eq!(served("config/rotate-root"), Some(vec![Update]));
         assert_eq!(served("roles"), Some(vec![List]));
-        assert_eq!(served("roles/deploy"), Some(vec![Read, List, Create, Update, Delete]));
+        assert_eq!(served("roles/deploy"), Some(vec![Read, Create, Update, Delete]));
         assert_eq!(served("creds/deploy"), Some(vec![Read, Update]));
         assert_eq!(served("sts/deploy"), Some(vec![Read, Update]));
         assert_eq!(served("static-roles"), Some(vec![List]));
@@ -275,6 +273,15 @@ mod tests {
         }
         let objects: Vec<&str> = PATHS.iter().filter(|row| row.exists.is_some()).map(|row| row.pattern).collect();
         assert_eq!(objects, ["config/root", "config/lease", "roles/{name}", "static-roles/{name}"]);
+    }
+
+    /// A LIST is checked on `<path>/`: a row naming one object that listed would read it past
+    /// a deny on `<path>`.
+    #[test]
+    fn only_directories_list() {
+        for row in PATHS {
+            assert_eq!(row.handler(List).is_some(), row.pattern.ends_with('/'), "{}", row.pattern);
+        }
     }
 
     #[test]

@@ -71,19 +71,31 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
     Ok(VaultResponse::leased(Value::Null, &lease.id, ttl, true))
 }
 
-async fn revoke_id(state: &AppState, caller: &Caller, id: &str) -> Result<StatusCode> {
-    policies::require(state.store.as_ref(), &caller.0, "sys/leases/revoke", "update").await?;
+/// Revokes lease `id`, the caller's policy checked on the path the request came by: Vault checks
+/// `sys/leases/revoke/<lease_id>` as it is, so a deny on a lease's path holds.
+async fn revoke_id(state: &AppState, caller: &Caller, checked: &str, id: &str) -> Result<StatusCode> {
+    policies::require(state.store.as_ref(), &caller.0, checked, "update").await?;
     leases::revoke_by_id(state, id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
-async fn revoke(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<StatusCode> {
+async fn revoke(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    body: VaultBody,
+) -> Result<StatusCode> {
     let id = lease_id(body)?;
-    revoke_id(&state, &caller, &id).await
+    revoke_id(&state, &caller, &checked, &id).await
 }
 
-async fn revoke_by_path(State(state): State<AppState>, caller: Caller, Path(id): Path<String>) -> Result<StatusCode> {
-    revoke_id(&state, &caller, &id).await
+async fn revoke_by_path(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    revoke_id(&state, &caller, &checked, &id).await
 }
 
 /// `sys/leases/revoke-prefix/<prefix>`: every lease under the prefix, or the one it names.

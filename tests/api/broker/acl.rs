@@ -23,3 +23,28 @@ async fn a_deny_on_aws_plus_prod_refuses_creds_of_prod_despite_a_read_on_aws_sta
     assert_ne!(dev.status, 403, "only aws/* matches aws/creds/dev: {:?}", dev.body);
     app.stop().await;
 }
+
+/// `sys/leases/revoke/<lease_id>` is checked on that path, as Vault checks it: a deny on the
+/// leases of `aws/creds/prod` holds against a grant on `sys/leases/revoke*`.
+#[tokio::test]
+async fn revoking_a_lease_by_path_is_checked_on_the_leases_own_path() {
+    let Some((_aws, app)) = super::broker_on_moto().await else { return };
+    let root = Vault::root(&app);
+    let arn = "arn:aws:iam::aws:policy/ReadOnlyAccess";
+    root.write("aws/roles/prod", json!({"credential_type": "federation_token", "policy_arns": [arn]})).await;
+    let issued = root.get("aws/creds/prod").await;
+    assert_eq!(issued.status, 200, "{:?}", issued.body);
+    let lease = issued.body["lease_id"].as_str().expect("a lease id").to_owned();
+    let policy = r#"
+        path "sys/leases/revoke*" { capabilities = ["update"] }
+        path "sys/leases/revoke/aws/creds/prod/*" { capabilities = ["deny"] }
+    "#;
+    root.policy("revoke-but-not-prod", policy).await;
+    let caller = Vault::new(&app, &root.token(&["revoke-but-not-prod"], "revoker").await);
+
+    let by_path = caller.call("PUT", &format!("sys/leases/revoke/{lease}"), None).await;
+    assert_eq!(by_path.status, 403, "{:?}", by_path.body);
+    let found = root.post("sys/leases/lookup", json!({"lease_id": lease})).await;
+    assert_eq!(found.status, 200, "the lease stands: {:?}", found.body);
+    app.stop().await;
+}

@@ -384,3 +384,35 @@ path "sys/policy/*" { capabilities = ["deny"] }
     assert_eq!(writer.post("sys/policies/acl/other", json!({"policy": grant})).await.status, 204);
     app.stop().await;
 }
+
+/// `LIST` is checked on `<path>/`, so a path naming one object must not list it: with a deny on
+/// `aws/roles/prod`, a token that may read and list `aws/*` would otherwise read the role, and a
+/// list-only token every role and `config/root`. Only directories list, as in Vault.
+#[tokio::test]
+async fn list_on_an_object_path_reads_nothing_past_a_deny() {
+    let app = broker().await;
+    let root = Vault::root(&app);
+    root.write("aws/roles/prod", json!({"credential_type": "federation_token", "policy_arns": [READ_ONLY]})).await;
+    root.write("aws/config/root", json!({"access_key": "AKIAEXAMPLE", "secret_key": "s", "region": "us-east-1"})).await;
+    root.write("aws/config/lease", json!({"lease": "1h", "lease_max": "2h"})).await;
+    let denied = r#"
+        path "aws/*" { capabilities = ["read", "list"] }
+        path "aws/roles/prod" { capabilities = ["deny"] }
+    "#;
+    let reader = token_with(&app, "list-past-deny", denied).await;
+    let lister = token_with(&app, "list-only", r#"path "aws/*" { capabilities = ["list"] }"#).await;
+
+    assert_eq!(reader.get("aws/roles/prod").await.status, 403, "the deny holds for a read");
+    for vault in [&reader, &lister] {
+        for path in ["aws/roles/prod", "aws/config/root", "aws/config/lease"] {
+            for reply in [vault.list(path).await, vault.get(&format!("{path}?list=true")).await] {
+                assert_eq!(reply.status, 405, "{path}: {:?}", reply.body);
+                let shown = reply.body.to_string();
+                assert!(!shown.contains("AKIAEXAMPLE") && !shown.contains(READ_ONLY), "{path}: {shown}");
+            }
+        }
+    }
+    // The directory still lists.
+    assert_eq!(lister.list("aws/roles").await.body["data"]["keys"], json!(["prod"]));
+    app.stop().await;
+}
