@@ -6,10 +6,12 @@ or is lost when it rolls back. DynamoDB serialises conflicting writes itself; he
 each request does, so tests that write concurrently see DynamoDB's semantics, not moto's races.
 SQS receives are left outside the lock: they may long-poll, and hold nothing moto shares.
 
-Two IAM rules moto lacks are added, so the tests see what IAM does: DeleteUser is refused with
-DeleteConflict while the user still holds anything (keys, policies, groups, login profile, MFA
-devices, SSH keys, signing certificates, service-specific credentials), and service-specific
-credentials exist (Create, List, Delete), held here.
+IAM is moto's own, stock, as users run it: the broker must work with what moto answers. Only a
+user tagged `hangar-test-iam=strict` (the one test that gives a user everything IAM makes one
+remove first) gets two rules moto lacks: DeleteUser is refused with DeleteConflict while the
+user still holds anything (keys, policies, groups, login profile, MFA devices, SSH keys, signing
+certificates, service-specific credentials), and service-specific credentials exist (Create,
+List, Delete), held here.
 
 Usage: python tests/moto_server.py -H 127.0.0.1 -p PORT
 """
@@ -27,6 +29,8 @@ from werkzeug.serving import run_simple
 LOCK = threading.Lock()
 
 IAM_NAMESPACE = "https://iam.amazonaws.com/doc/2010-05-08/"
+# The tag that opts a user into the IAM rules below.
+STRICT_TAG = {"Key": "hangar-test-iam", "Value": "strict"}
 # Service-specific credentials by (account, user name): moto has none.
 SERVICE_CREDENTIALS = {}
 
@@ -99,8 +103,8 @@ def strict_iam(environ, start_response):
     backend = iam_backends[DEFAULT_ACCOUNT_ID]["global"]
     name = params.get("UserName", "")
     user = backend.users.get(name)
-    if user is None:
-        return iam_error(start_response, "404 Not Found", "NoSuchEntity", f"The user with name {name} cannot be found.")
+    if user is None or STRICT_TAG not in backend.tagger.list_tags_for_resource(user.arn)["Tags"]:
+        return None
     if action == "DeleteUser":
         held = held_by(backend, user)
         if not held:

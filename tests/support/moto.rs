@@ -21,8 +21,19 @@ pub struct Moto {
 /// The emulator named by `HANGAR_TEST_MOTO_ENDPOINT`, or `None` (having said so) when none is
 /// configured; under `CI=true` that is a failure instead.
 pub async fn moto() -> Option<Moto> {
-    let endpoint = endpoint()?;
-    let credentials = aws_sdk_iam::config::Credentials::new(ACCESS_KEY, SECRET_KEY, None, None, "moto");
+    at(endpoint("HANGAR_TEST_MOTO_ENDPOINT")?, ACCESS_KEY, SECRET_KEY).await
+}
+
+/// A second emulator, `HANGAR_TEST_MOTO_POLICY_ENDPOINT`, that one test at a time may switch to
+/// enforcing IAM policies ([`Moto::enforce_policies`]): on the shared one that would refuse
+/// every other test's calls. As [`moto`], `None` without it, a failure under `CI=true`.
+pub async fn policy_moto() -> Option<Moto> {
+    at(endpoint("HANGAR_TEST_MOTO_POLICY_ENDPOINT")?, ACCESS_KEY, SECRET_KEY).await
+}
+
+/// The emulator at `endpoint`, reached with these keys.
+pub async fn at(endpoint: String, access_key: &str, secret_key: &str) -> Option<Moto> {
+    let credentials = aws_sdk_iam::config::Credentials::new(access_key, secret_key, None, None, "moto");
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(REGION))
         .credentials_provider(credentials)
@@ -32,14 +43,42 @@ pub async fn moto() -> Option<Moto> {
     Some(Moto { endpoint, sdk })
 }
 
-fn endpoint() -> Option<String> {
-    match std::env::var("HANGAR_TEST_MOTO_ENDPOINT") {
+impl Moto {
+    /// Switches moto's IAM authorization on (every later request must be signed by an IAM
+    /// user's key and allowed by its policies, `Resource: "*"` being the only resource moto
+    /// matches for IAM actions) or off (any key does anything), through its `reset-auth` API.
+    pub async fn enforce_policies(&self, on: bool) {
+        let count = if on { "0" } else { "inf" };
+        let answered = post(&format!("{}/moto-api/reset-auth", self.endpoint), count).await;
+        assert!(answered, "moto's reset-auth answered");
+    }
+}
+
+/// POSTs `body` to `url` with a bare HTTP/1.1 request (this file is also compiled where no HTTP
+/// client is a dependency); true on a 2xx answer.
+async fn post(url: &str, body: &str) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").expect("moto is served over http");
+    let (host, path) = rest.split_once('/').map_or((rest, "/".to_owned()), |(h, p)| (h, format!("/{p}")));
+    let mut stream = tokio::net::TcpStream::connect(host).await.expect("moto listens");
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("the request is sent");
+    let mut answer = Vec::new();
+    stream.read_to_end(&mut answer).await.expect("an answer");
+    String::from_utf8_lossy(&answer).split(' ').nth(1).is_some_and(|status| status.starts_with('2'))
+}
+
+fn endpoint(variable: &str) -> Option<String> {
+    match std::env::var(variable) {
         Ok(endpoint) if !endpoint.is_empty() => Some(endpoint),
         _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("the AWS emulator is required under CI: set HANGAR_TEST_MOTO_ENDPOINT (tests/run does)")
+            panic!("the AWS emulator is required under CI: set {variable} (tests/run does)")
         }
         _ => {
-            eprintln!("skipped: HANGAR_TEST_MOTO_ENDPOINT is not set (run tests/run to start moto)");
+            eprintln!("skipped: {variable} is not set (run tests/run to start moto)");
             None
         }
     }

@@ -83,6 +83,8 @@ pub struct IamUser {
     pub id: String,
     /// The user's ARN, path included.
     pub arn: String,
+    /// Its tags, as (key, value).
+    pub tags: Vec<(String, String)>,
 }
 
 /// What [`Cloud::delete_user`] found.
@@ -277,12 +279,12 @@ impl Fault {
         on_aws_side: bool,
     ) -> Self {
         let summary = match message {
-            Some(message) => format!("{operation}: {code}: {message}"),
-            None => format!("{operation}: {code}"),
+            Some(message) => format!("{operation}: {}: {}", capped(code), capped(message)),
+            None => format!("{operation}: {}", capped(code)),
         };
         Fault(Box::new(FaultParts {
             operation: operation.to_owned(),
-            code: Some(code.to_owned()),
+            code: Some(capped(code).into_owned()),
             request_id,
             cause: None,
             on_aws_side,
@@ -341,6 +343,19 @@ impl Fault {
     }
 }
 
+/// The longest service message a [`Fault`] keeps, in bytes: a caller is shown it, and an
+/// endpoint the mount's configuration names could answer anything.
+pub const MAX_MESSAGE_BYTES: usize = 512;
+
+/// `message` cut at [`MAX_MESSAGE_BYTES`] (on a character boundary), marked when cut.
+fn capped(message: &str) -> std::borrow::Cow<'_, str> {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.into();
+    }
+    let end = (0..=MAX_MESSAGE_BYTES).rev().find(|&i| message.is_char_boundary(i)).unwrap_or(0);
+    format!("{}… ({} bytes in all)", &message[..end], message.len()).into()
+}
+
 impl fmt::Display for Fault {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0.summary)
@@ -389,10 +404,13 @@ pub trait Cloud: Send + Sync + 'static {
     /// Deletes an access key of a user; `None`: of the caller's own user.
     async fn delete_access_key(&self, user: Option<&str>, key_id: &str) -> Result<(), CloudError>;
 
-    /// Deletes a user and everything it holds, which IAM requires gone first: access keys,
-    /// inline and attached policies, group memberships, login profile, MFA devices, SSH public
-    /// keys, signing certificates and service-specific credentials, then the user. A piece
-    /// already gone is not an error; a user IAM did not know from the first call is
+    /// Deletes a user and everything it holds, as Vault does and with the calls its IAM policy
+    /// grants: the access keys, inline and attached policies and group memberships (what the
+    /// broker gives a user), then the user. Only when IAM refuses that (`DeleteConflict`) are
+    /// the rest listed and removed (login profile, MFA devices, SSH public keys, signing
+    /// certificates, service-specific credentials), each kind passed over, logged, where IAM
+    /// denies or lacks the call; then the user once more. A piece already gone is not an
+    /// error; a user IAM did not know from the first call is
     /// [`Deletion::Absent`], which right after creation may be IAM's eventual consistency, so
     /// the caller decides what it means.
     async fn delete_user(&self, name: &str) -> Result<Deletion, CloudError>;

@@ -4,7 +4,9 @@
 
 // The AWS emulator, the same helper the black-box tests use (this crate cannot depend on
 // theirs, so the file is compiled in here by path).
+// The policy-enforcing emulator is the black-box tests' alone.
 #[path = "../../../tests/support/moto.rs"]
+#[allow(dead_code)]
 mod moto;
 mod support;
 

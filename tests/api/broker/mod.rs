@@ -6,6 +6,7 @@
 mod acl;
 mod failures;
 mod faults;
+mod iam_policy;
 mod invalid_roles;
 mod lease_prefixes;
 mod limits;
@@ -894,6 +895,8 @@ async fn iam_user_credentials_create_a_user_with_the_roles_policies_groups_and_t
     let mut tags: Vec<(String, String)> =
         tags.tags().iter().map(|t| (t.key().to_owned(), t.value().to_owned())).collect();
     tags.sort();
+    let request = tags.iter().position(|(key, _)| key == "hangar:request").expect("the write-ahead record's tag");
+    assert_eq!(tags.remove(request).1.len(), 20, "a nonce");
     assert_eq!(tags, [("env".to_owned(), "test".to_owned()), ("team".to_owned(), "ops".to_owned())]);
 
     root.write("sys/leases/revoke", json!({"lease_id": lease})).await;
