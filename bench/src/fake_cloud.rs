@@ -49,6 +49,7 @@ impl FakeCloud {
             // Stable per name, as IAM's is for a user that is not deleted: rotation compares it.
             id: format!("AIDA{}", hangar::auth::hash_secret(name)[..16].to_uppercase()),
             arn: format!("arn:aws:iam::123456789012:user/{name}"),
+            tags: Vec::new(),
         }
     }
 

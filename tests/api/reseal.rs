@@ -69,6 +69,7 @@ async fn key_rotation_rebinds_the_brokers_format_1_values_once_and_records_it() 
         next_rotation: i64::MAX / 2,
         user_path: Some("/".into()),
         previous_access_key: None,
+        claim: None,
     };
     store.put(statics::item(&role).unwrap(), Condition::Always).await.unwrap();
     // dev-server's timer ran the pass at its start, on nothing: let it look again.

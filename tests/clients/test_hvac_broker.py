@@ -99,3 +99,17 @@ def test_hvac_manages_acl_policies_and_tokens_that_the_policies_bound(broker):
     client.sys.delete_acl_policy("reader")
     with pytest.raises(hvac.exceptions.Forbidden):
         reader.secrets.aws.read_role("session")
+
+
+def test_hvac_enables_a_secrets_engine_with_its_defaults(broker):
+    """hvac sends every optional field of a mount (description, config, options, plugin_name) as
+    null, which Vault takes as unset."""
+    url, token = broker
+    client = hvac.Client(url=url, token=token)
+    path = f"team-{secrets.token_hex(4)}"
+    client.sys.enable_secrets_engine("aws", path=path)
+    assert f"{path}/" in client.sys.list_mounted_secrets_engines()["data"]
+    client.secrets.aws.create_or_update_role(
+        "deploy", "federation_token", policy_document=POLICY, mount_point=path, default_sts_ttl=None
+    )
+    assert client.secrets.aws.read_role("deploy", mount_point=path)["data"]["credential_types"] == ["federation_token"]

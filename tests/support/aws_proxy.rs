@@ -24,6 +24,8 @@ pub enum Fault {
     HangAfter,
     /// Answers this instead of forwarding: a stand-in for what moto cannot say.
     Respond { status: u16, body: String },
+    /// The fault, on the next call of the action only (the SDK's retry then goes through).
+    Once(Box<Fault>),
 }
 
 /// One call the proxy saw.
@@ -102,7 +104,16 @@ impl AwsProxy {
         let fault = {
             let mut inner = self.inner.lock().expect("proxy state");
             inner.calls.push(Call { action: action.clone(), params, access_key });
-            inner.faults.iter().find(|(wanted, _)| *wanted == action).map(|(_, fault)| fault.clone())
+            match inner.faults.iter().position(|(wanted, _)| *wanted == action) {
+                Some(at) => match inner.faults[at].1.clone() {
+                    Fault::Once(fault) => {
+                        inner.faults.remove(at);
+                        Some(*fault)
+                    }
+                    fault => Some(fault),
+                },
+                None => None,
+            }
         };
         match fault {
             Some(Fault::Fail { status, code }) => return aws_error(status, code),

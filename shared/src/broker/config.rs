@@ -217,7 +217,7 @@ pub async fn rotate_root(state: &AppState, mount: &Mount) -> Result<String> {
             tracing::warn!(key = %new.id, error = %undo, "an unstored new root key could not be deleted");
         }
         return Err(match e.is_condition_failed() {
-            true => BrokerError::Upstream("config/root was changed by another request; try again".into()),
+            true => BrokerError::Conflict("config/root was changed by another request; try again".into()),
             false => e.into(),
         });
     }

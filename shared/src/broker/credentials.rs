@@ -291,19 +291,25 @@ async fn iam_user(
 ) -> Result<Issued> {
     let store = state.store.as_ref();
     let name = username(root, UserKind::Iam, &caller.display_name, &role.name)?;
-    let tags: Vec<(String, String)> = role.iam_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let mut tags: Vec<(String, String)> = role.iam_tags.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     // The deployment's path and boundary stand in for a role's own (which lie within them).
     let limits = &state.config.broker_limits;
     let path = role.user_path.as_deref().or(limits.user_path.as_deref());
     let boundary = role.permissions_boundary_arn.as_deref().or(limits.permissions_boundary.as_deref());
     let intent = intents::record(store, mount, &name).await?;
+    tags.push((intents::REQUEST_TAG.to_owned(), intent.nonce.clone()));
     if let Err(e) = cloud.create_user(&name, path, boundary, &tags).await {
-        // A refusal IAM answered created nothing (and a name taken is someone else's user);
-        // anything else may have created it, which the job finds out.
-        if !e.is_on_aws_side() {
-            intents::forget(store, &intent).await?;
+        // A name taken by a user carrying the record's nonce is this request's: the SDK retried
+        // a `CreateUser` whose answer was lost, and IAM refused the retry.
+        if !(e.fault().code() == Some("EntityAlreadyExists") && intents::is_own(cloud, &intent).await) {
+            // A refusal IAM answered created nothing (and a name taken is someone else's user);
+            // anything else may have created it, which the job finds out.
+            if !e.is_on_aws_side() {
+                intents::forget(store, &intent).await?;
+            }
+            return Err(e.into());
         }
-        return Err(e.into());
+        tracing::info!(user = %name, "CreateUser's answer was lost and its retry found the user: taken as created");
     }
     let key = match attach_and_key(cloud, role, &name).await {
         Ok(key) => key,

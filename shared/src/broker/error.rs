@@ -1,6 +1,7 @@
 //! The broker's errors, in Vault's format (`{"errors": ["…"]}`, `application/json`), mapped to
 //! HTTP in one place: 400 invalid request, 403 permission denied, 404 missing, 405 wrong
-//! method, 500 internal (cause logged, body generic), 502 when AWS throttles or fails.
+//! method, 409 a write that lost to another, 413 a body over the limit, 500 internal (cause
+//! logged, body generic), 502 when AWS throttles or fails.
 //!
 //! AWS's errors map as Vault's AWS engine maps them: the request's fault (denied, not found,
 //! malformed, a conflict, a quota) is a 400 with AWS's code and the service's message; AWS's side
@@ -27,6 +28,12 @@ pub enum BrokerError {
     NotFoundWithReason(String),
     #[error("unsupported operation")]
     MethodNotAllowed,
+    /// Another request changed, or is changing, what this one writes: try again.
+    #[error("{0}")]
+    Conflict(String),
+    /// The request body is larger than the broker takes.
+    #[error("the request body is larger than {0} bytes")]
+    TooLarge(usize),
     /// A 502 whose message the caller should see (the store is busy).
     #[error("{0}")]
     Upstream(String),
@@ -53,6 +60,8 @@ impl BrokerError {
             BrokerError::PermissionDenied => StatusCode::FORBIDDEN,
             BrokerError::NotFound | BrokerError::NotFoundWithReason(_) => StatusCode::NOT_FOUND,
             BrokerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            BrokerError::Conflict(_) => StatusCode::CONFLICT,
+            BrokerError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             BrokerError::Upstream(_) | BrokerError::Cloud(_) => StatusCode::BAD_GATEWAY,
             BrokerError::Internal(_) | BrokerError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }

@@ -257,6 +257,9 @@ impl FromRequestParts<AppState> for Caller {
     }
 }
 
+/// The largest request body the broker reads (a policy, a role's documents): 2 MiB.
+pub const MAX_BODY_BYTES: usize = 2 * 1024 * 1024;
+
 /// A request body as Vault reads it: JSON whatever the `Content-Type` (curl's `-d` sends a form
 /// type, and Vault clients do not all set one); empty is none.
 pub struct VaultBody(pub Option<Value>);
@@ -268,11 +271,15 @@ impl VaultBody {
     }
 }
 
-/// A request body as a JSON object: none, or `null`, is an empty one.
+/// A request body as a JSON object: none, or `null`, is an empty one. A member that is `null`
+/// is left out, as Vault's field data takes it as unset: clients send optional fields that way
+/// (hvac's `enable_secrets_engine` sends `"description": null`).
 pub fn object(body: Option<&Value>) -> Result<Map<String, Value>, BrokerError> {
     match body {
         None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(map)) => Ok(map.clone()),
+        Some(Value::Object(map)) => {
+            Ok(map.iter().filter(|(_, value)| !value.is_null()).map(|(k, v)| (k.clone(), v.clone())).collect())
+        }
         Some(_) => Err(BrokerError::invalid("the request body must be a JSON object")),
     }
 }
@@ -281,9 +288,10 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for VaultBody {
     type Rejection = BrokerError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::Bytes::from_request(request, state)
-            .await
-            .map_err(|e| BrokerError::invalid(format!("failed to read the request body: {e}")))?;
+        let bytes = axum::body::Bytes::from_request(request, state).await.map_err(|e| match e.status() {
+            StatusCode::PAYLOAD_TOO_LARGE => BrokerError::TooLarge(MAX_BODY_BYTES),
+            _ => BrokerError::invalid(format!("failed to read the request body: {e}")),
+        })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(VaultBody(None));
         }

@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::config::MountClouds;
-use super::error::Result;
+use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
 use crate::aws::{Deletion, SharedCloud};
 use crate::state::AppState;
@@ -33,6 +33,9 @@ pub struct UserIntent {
     pub created_at: i64,
     /// Set by the job once it rolls the user back; the lease then cannot be written.
     pub claimed: bool,
+    /// Random, and tagged on the user as [`REQUEST_TAG`]; empty in records written before.
+    #[serde(default)]
+    pub nonce: String,
 }
 
 impl UserIntent {
@@ -50,21 +53,50 @@ impl UserIntent {
     }
 }
 
-/// Records that `user` is about to be created in `mount`.
+/// Records that `user` is about to be created in `mount`; a record of the same name still
+/// standing is a conflict.
 pub async fn record(store: &dyn ItemStore, mount: &Mount, user: &str) -> Result<UserIntent> {
     let intent = UserIntent {
         mount_uuid: mount.uuid.clone(),
         user: user.to_owned(),
         created_at: chrono::Utc::now().timestamp(),
         claimed: false,
+        nonce: crate::ids::random_token(20),
     };
     let item = Item::from_value(intent.key(), &intent)?.with_index(
         Index::Gsi1,
         SCHEDULE_PARTITION,
         schedule::sort_key(intent.created_at, &format!("{}/{}", intent.mount_uuid, intent.user)),
     );
-    store.put(item, Condition::Always).await?;
+    // One record a name: a second request that renders the same name (a template without
+    // randomness) is refused here, never handed the first one's user as its own.
+    match store.put(item, Condition::NotExists).await {
+        Err(e) if e.is_condition_failed() => {
+            Err(BrokerError::Conflict(format!("IAM user {user} is being created by another request")))
+        }
+        other => Ok(other?),
+    }?;
     Ok(intent)
+}
+
+/// The tag every user the broker creates carries: its record's nonce, so that a user whose
+/// `CreateUser` answer was lost is known as the record's own (IAM says `EntityAlreadyExists` to
+/// the SDK's retry, as it would to a stranger's user of the same name).
+pub const REQUEST_TAG: &str = "hangar:request";
+
+/// Whether the record's user exists and carries its nonce ([`REQUEST_TAG`]): then it is the
+/// record's, whatever refused its creation. A user IAM cannot show is not taken as the record's.
+pub async fn is_own(cloud: &SharedCloud, intent: &UserIntent) -> bool {
+    if intent.nonce.is_empty() {
+        return false;
+    }
+    match cloud.get_user(Some(&intent.user)).await {
+        Ok(user) => user.tags.iter().any(|(key, value)| key == REQUEST_TAG && *value == intent.nonce),
+        Err(e) => {
+            tracing::warn!(user = %intent.user, error = %e, "could not tell whose the existing IAM user is");
+            false
+        }
+    }
 }
 
 /// Forgets a record whose `CreateUser` IAM refused: nothing was created.

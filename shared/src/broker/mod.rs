@@ -44,7 +44,8 @@ pub fn router() -> Router<AppState> {
         .merge(identity::routes())
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })
-        .layer(axum::middleware::from_fn(vault_method_not_allowed));
+        .layer(axum::middleware::from_fn(vault_method_not_allowed))
+        .layer(axum::extract::DefaultBodyLimit::max(http::MAX_BODY_BYTES));
     // On the outer router: inside the nest, axum has already dropped an empty segment after `/v1`.
     Router::new().nest("/v1", v1).layer(axum::middleware::from_fn(http::refuse_unclean_paths))
 }

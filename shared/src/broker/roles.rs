@@ -488,6 +488,9 @@ fn string_list(field: &str, value: &Value) -> Result<Vec<String>, String> {
 
 /// A map of strings, or a list of `key=value` strings (a string is split on commas, which AWS
 /// tags cannot contain).
+/// The tags a role may give its users: IAM's 50, less the one the broker adds.
+const MAX_IAM_TAGS: usize = 49;
+
 fn tags(value: &Value) -> Result<BTreeMap<String, String>, String> {
     let pairs: Vec<(String, String)> = match value {
         Value::Object(map) => map
@@ -509,7 +512,17 @@ fn tags(value: &Value) -> Result<BTreeMap<String, String>, String> {
     if pairs.iter().any(|(key, _)| key.is_empty()) {
         return Err("iam_tags keys must not be empty".to_owned());
     }
-    Ok(pairs.into_iter().collect())
+    if pairs.iter().any(|(key, _)| key == super::intents::REQUEST_TAG) {
+        return Err(format!("iam_tags may not set {}: the broker tags its users with it", super::intents::REQUEST_TAG));
+    }
+    let tags: BTreeMap<String, String> = pairs.into_iter().collect();
+    if tags.len() > MAX_IAM_TAGS {
+        return Err(format!(
+            "iam_tags holds at most {MAX_IAM_TAGS} tags: IAM allows 50 on a user, and the broker adds {}",
+            super::intents::REQUEST_TAG
+        ));
+    }
+    Ok(tags)
 }
 
 fn policy_document(value: &Value) -> Result<String, String> {

@@ -102,11 +102,15 @@ async fn rotate(
     now: i64,
 ) -> std::result::Result<bool, (String, BrokerError)> {
     let name = role.name.clone();
+    let fail = |e: BrokerError| (name.clone(), e);
     if role.is_being_written() {
-        // A write is making its key; the role rotates from the schedule that write sets.
+        // A claimed role is due once its claim has expired: the write that claimed it died, so
+        // its claim is rolled back. Until then the role rotates from the schedule the write sets.
+        let Some(mount) = mount.filter(|_| statics::claim_expired(state, &role, now)) else { return Ok(false) };
+        let cloud = clouds.get(state, mount).await.map_err(fail)?;
+        statics::roll_back(state, &cloud, &role).await.map_err(fail)?;
         return Ok(false);
     }
-    let fail = |e: BrokerError| (name.clone(), e);
     let mut claimed = role.clone();
     claimed.next_rotation = now + role.rotation_period as i64;
     let claim = statics::item(&claimed).map_err(fail)?;

@@ -37,6 +37,25 @@ pub struct StaticRole {
     /// the next rotation, and deleting the role deletes it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_access_key: Option<String>,
+    /// While a write makes the role's key: its write-ahead record ([`Claim`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
+}
+
+/// The write-ahead record of a static-role write, stored in the role before `CreateAccessKey` is
+/// sent: the keys its user held before, so that a key made by a write that died is known as
+/// nobody's, and the role it replaces, to put back. The role is due in the schedule once the
+/// claim expires, `HANGAR_BROKER_ROLLBACK_MIN_AGE` after it was made, and the scheduled job (or
+/// the next write or delete of the role) then rolls it back ([`roll_back`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claim {
+    /// When the write claimed the role (unix seconds).
+    pub at: i64,
+    /// The ids of the access keys the user held before the write.
+    pub keys_before: Vec<String>,
+    /// The role as it was before the write, if it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<Box<StaticRole>>,
 }
 
 /// The IAM path in a user's ARN (`arn:…:user/<path>/<name>` gives `/<path>/`).
@@ -82,7 +101,17 @@ pub async fn load(store: &dyn ItemStore, mount: &Mount, name: &str) -> Result<Op
 
 /// Replaces the oldest key when the user already has two, then creates one: Vault's order.
 pub async fn new_key(cloud: &SharedCloud, user: &str, keep: Option<&str>) -> Result<aws::AccessKey> {
-    let mut existing = cloud.list_access_keys(Some(user)).await?;
+    let existing = cloud.list_access_keys(Some(user)).await?;
+    new_key_beside(cloud, user, existing, keep).await
+}
+
+/// [`new_key`], the user's keys already listed.
+async fn new_key_beside(
+    cloud: &SharedCloud,
+    user: &str,
+    mut existing: Vec<aws::AccessKeyInfo>,
+    keep: Option<&str>,
+) -> Result<aws::AccessKey> {
     if existing.len() >= 2 {
         existing.sort_by_key(|k| k.created);
         if let Some(oldest) = existing.iter().find(|k| Some(k.id.as_str()) != keep) {
@@ -131,7 +160,11 @@ fn is_iam_user_name(name: &str) -> bool {
 /// Writes `static-roles/:name`. A new role, or a new user, gets a fresh key from AWS; the same
 /// user with a new period keeps its keys and restarts its schedule.
 pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<String, Value>) -> Result<()> {
-    let existing = load(state.store.as_ref(), mount, name).await?;
+    let mut existing = load(state.store.as_ref(), mount, name).await?;
+    if let Some(claimed) = existing.as_ref().filter(|role| role.is_being_written()) {
+        let (cloud, _) = config::mount_cloud(state, mount).await?;
+        existing = settle_claim(state, &cloud, mount, claimed).await?;
+    }
     let username = match body.get("username").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty()) {
         Some(username) => username.to_owned(),
         None => {
@@ -156,11 +189,6 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
         return Err(BrokerError::invalid("rotation_period must be at least 1 minute"));
     }
     let now = chrono::Utc::now().timestamp();
-    if existing.as_ref().is_some_and(StaticRole::is_being_written) {
-        return Err(BrokerError::Upstream(format!(
-            "static role {name} is being written by another request; try again"
-        )));
-    }
     // Written only over what was read: no concurrent write (a rotation, the reseal pass,
     // another write of this role) is lost.
     let condition = match &existing {
@@ -185,13 +213,15 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
             }
         }
         replaced => {
-            let (cloud, _) = config::mount_cloud(state, mount).await?;
+            let (cloud, root) = config::mount_cloud(state, mount).await?;
             let user = cloud.get_user(Some(&username)).await.map_err(|e| match e {
                 aws::CloudError::NotFound(_) => BrokerError::invalid(format!("IAM user {username} does not exist")),
                 other => other.into(),
             })?;
             let user_path = path_of(&user.arn);
             check_user(state, &username, user_path.as_deref())?;
+            let keys = cloud.list_access_keys(Some(&username)).await?;
+            check_not_the_engines_own(&cloud, &root, &user, &keys).await?;
             let role = StaticRole {
                 name: name.to_owned(),
                 mount_uuid: mount.uuid.clone(),
@@ -203,13 +233,15 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
                 next_rotation: now + period.as_secs() as i64,
                 user_path,
                 previous_access_key: None,
+                claim: None,
             };
-            with_new_key(state, &cloud, role, condition, replaced).await
+            with_new_key(state, &cloud, role, keys, condition, replaced).await
         }
     }
 }
 
-/// What a role's `sealed_secret_key` holds while a write that claimed it makes its key.
+/// What a role's `sealed_secret_key` holds while a write that claimed it makes its key: what
+/// the writes of that key are conditioned on.
 const BEING_WRITTEN: &str = "being-written:";
 
 impl StaticRole {
@@ -220,30 +252,65 @@ impl StaticRole {
 }
 
 fn changed_meanwhile(name: &str) -> BrokerError {
-    BrokerError::Upstream(format!("static role {name} was changed by another request; try again"))
+    BrokerError::Conflict(format!("static role {name} was changed by another request; try again"))
 }
 
-/// Stores `role` with a new key of its user. The role is claimed first (written with a claim
-/// in place of its key, under `condition`), so of concurrent writes one makes a key and the
-/// others make none; then the key is made and stored over the claim. A failure puts back what
-/// was there (`replaced`, or nothing); success deletes the keys made for a replaced user.
+fn being_written(name: &str) -> BrokerError {
+    BrokerError::Conflict(format!("static role {name} is being written by another request; try again"))
+}
+
+/// Refuses the IAM user the mount's `config/root` signs in as: a static role would rotate the
+/// engine's own key away. Known by its access key among the user's (static root keys), else by
+/// asking IAM who the engine is (the default chain); a caller IAM does not name (an assumed
+/// role, workload identity) is no IAM user at all.
+async fn check_not_the_engines_own(
+    cloud: &SharedCloud,
+    root: &config::RootConfig,
+    user: &aws::IamUser,
+    keys: &[aws::AccessKeyInfo],
+) -> Result<()> {
+    let own = match root.access_key.is_empty() {
+        false => keys.iter().any(|key| key.id == root.access_key),
+        true => cloud.get_user(None).await.is_ok_and(|own| own.id == user.id),
+    };
+    match own {
+        true => Err(BrokerError::invalid(format!(
+            "IAM user {} is the user this mount's config/root signs in as: a static role may not hold it",
+            user.name
+        ))),
+        false => Ok(()),
+    }
+}
+
+/// Stores `role` with a new key of its user, whose keys are `keys_before`. The role is claimed
+/// first (written under `condition` with a [`Claim`] in place of its key), so of concurrent
+/// writes one makes a key and the others make none, and a write that dies leaves its record;
+/// then the key is made and stored over the claim. A failure puts back what was there
+/// (`replaced`, or nothing); success deletes the keys made for a replaced user.
 async fn with_new_key(
     state: &AppState,
     cloud: &SharedCloud,
     mut role: StaticRole,
+    keys_before: Vec<aws::AccessKeyInfo>,
     condition: Condition,
     replaced: Option<StaticRole>,
 ) -> Result<()> {
     let name = role.name.clone();
-    let claim = format!("{BEING_WRITTEN}{}", crate::ids::random_token(16));
-    role.sealed_secret_key = claim.clone();
+    let now = chrono::Utc::now().timestamp();
+    let marker = format!("{BEING_WRITTEN}{}", crate::ids::random_token(16));
+    let period = role.rotation_period as i64;
+    role.sealed_secret_key = marker.clone();
+    let keys = keys_before.iter().map(|key| key.id.clone()).collect();
+    role.claim = Some(Claim { at: now, keys_before: keys, replaced: replaced.clone().map(Box::new) });
+    // Due in the schedule once the claim expires, for the job to roll back a write that died.
+    role.next_rotation = now + claim_lifetime(state);
     match state.store.put(item(&role)?, condition).await {
         Err(e) if e.is_condition_failed() => return Err(changed_meanwhile(&name)),
         other => other?,
     }
-    let claimed = Condition::equals("sealed_secret_key", claim);
+    let claimed = Condition::equals("sealed_secret_key", marker);
     let made = async {
-        let key = new_key(cloud, &role.username, None).await?;
+        let key = new_key_beside(cloud, &role.username, keys_before, None).await?;
         let context = key_context(&role.mount_uuid, &role.name);
         let sealed = state.sealer.seal_for(&context, &key.secret).await;
         Ok::<_, BrokerError>((key.id, sealed))
@@ -251,16 +318,23 @@ async fn with_new_key(
     .await;
     let stored = match made {
         Ok((key, Ok(sealed))) => {
-            let mut keyed = role.clone();
-            keyed.access_key = key.clone();
-            keyed.sealed_secret_key = sealed;
+            let keyed = StaticRole {
+                access_key: key.clone(),
+                sealed_secret_key: sealed,
+                next_rotation: now + period,
+                claim: None,
+                ..role.clone()
+            };
             match state.store.put(item(&keyed)?, claimed.clone()).await {
                 Ok(()) => Ok(()),
                 Err(e) => {
                     if let Err(undo) = cloud.delete_access_key(Some(&role.username), &key).await {
                         tracing::warn!(role = %name, key = %key, error = %undo, "an unstored static role key could not be deleted");
                     }
-                    Err(e.into())
+                    Err(match e.is_condition_failed() {
+                        true => changed_meanwhile(&name),
+                        false => e.into(),
+                    })
                 }
             }
         }
@@ -271,13 +345,8 @@ async fn with_new_key(
         Err(e) => Err(e),
     };
     if let Err(e) = stored {
-        let key = keys::mount_static_role(&role.mount_uuid, &name);
-        let restored = match &replaced {
-            Some(previous) => state.store.put(item(previous)?, claimed).await,
-            None => state.store.delete(&key, claimed).await.map(drop),
-        };
-        if let Err(restore) = restored {
-            tracing::warn!(role = %name, error = %restore, "a static role's claim could not be undone");
+        if let Err(restore) = put_back(state, &role, claimed).await {
+            tracing::warn!(role = %name, error = %restore, "a static role's claim could not be undone; the job rolls it back");
         }
         return Err(e);
     }
@@ -288,12 +357,96 @@ async fn with_new_key(
     }
 }
 
+/// How long a write's claim stands before it is taken as the record of a write that died.
+fn claim_lifetime(state: &AppState) -> i64 {
+    i64::try_from(state.config.broker_rollback_min_age.as_secs()).unwrap_or(i64::MAX / 4)
+}
+
+/// Whether a claimed role's claim has expired by `now`: its write died (or is slower than a
+/// write may be, and will fail to store its key). A claim of a version that recorded no time
+/// is taken as expired.
+pub fn claim_expired(state: &AppState, role: &StaticRole, now: i64) -> bool {
+    role.claim.as_ref().is_none_or(|claim| now >= claim.at.saturating_add(claim_lifetime(state)))
+}
+
+/// What a write or delete meeting a claimed role does: a conflict while the claim stands; once
+/// it has expired, the claim's rollback, and then the role as it stands.
+async fn settle_claim(
+    state: &AppState,
+    cloud: &SharedCloud,
+    mount: &Mount,
+    role: &StaticRole,
+) -> Result<Option<StaticRole>> {
+    if !claim_expired(state, role, chrono::Utc::now().timestamp()) {
+        return Err(being_written(&role.name));
+    }
+    roll_back(state, cloud, role).await?;
+    load(state.store.as_ref(), mount, &role.name).await
+}
+
+/// Rolls back the write that claimed `role` and died: deletes the keys of its user that the
+/// user did not hold before the claim and no static role of the mount holds (the key the write
+/// made, whose answer was lost), then puts back the role it replaced, or removes it. A claim
+/// settled meanwhile (the write finished after all, or another rollback ran) is left as it is.
+pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
+    match &role.claim {
+        Some(claim) => {
+            let held: Vec<String> = query_all(state.store.as_ref(), keys::mount_static_roles(&role.mount_uuid))
+                .await?
+                .iter()
+                .map(Item::parse::<StaticRole>)
+                .collect::<std::result::Result<Vec<_>, _>>()?
+                .into_iter()
+                .filter(|other| other.username == role.username)
+                .flat_map(|other| std::iter::once(other.access_key).chain(other.previous_access_key))
+                .collect();
+            let keys = match cloud.list_access_keys(Some(&role.username)).await {
+                Err(aws::CloudError::NotFound(_)) => Vec::new(),
+                keys => keys?,
+            };
+            let strays = keys.iter().filter(|key| !claim.keys_before.contains(&key.id) && !held.contains(&key.id));
+            for key in strays {
+                match cloud.delete_access_key(Some(&role.username), &key.id).await {
+                    Ok(()) | Err(aws::CloudError::NotFound(_)) => {
+                        tracing::info!(role = %role.name, user = %role.username, key = %key.id, "an access key a static-role write left behind was deleted");
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        None => tracing::warn!(
+            role = %role.name,
+            user = %role.username,
+            "a static-role write left unfinished by an earlier version recorded no keys: check the user's keys in IAM"
+        ),
+    }
+    let claimed = Condition::equals("sealed_secret_key", role.sealed_secret_key.clone());
+    if put_back(state, role, claimed).await? {
+        tracing::info!(role = %role.name, "a static-role write left unfinished was rolled back");
+    }
+    Ok(())
+}
+
+/// Puts back what a claimed role replaced (or removes the role), on `condition`; false when the
+/// condition failed (the claim was settled meanwhile).
+async fn put_back(state: &AppState, role: &StaticRole, condition: Condition) -> Result<bool> {
+    let replaced = role.claim.as_ref().and_then(|claim| claim.replaced.as_deref());
+    let written = match replaced {
+        Some(previous) => state.store.put(item(previous)?, condition).await,
+        None => state.store.delete(&keys::mount_static_role(&role.mount_uuid, &role.name), condition).await.map(drop),
+    };
+    match written {
+        Err(e) if e.is_condition_failed() => Ok(false),
+        other => other.map(|()| true).map_err(BrokerError::from),
+    }
+}
+
 /// `static-creds/:name`: the role's current key, unsealed, as (access key id, secret key).
 pub async fn creds(state: &AppState, mount: &Mount, name: &str) -> Result<(String, String)> {
     let role = load(state.store.as_ref(), mount, name).await?.ok_or(BrokerError::NotFound)?;
     check_user(state, &role.username, role.user_path.as_deref())?;
     if role.is_being_written() {
-        return Err(BrokerError::Upstream(format!("static role {name} is being written; try again")));
+        return Err(being_written(name));
     }
     let secret = state.sealer.unseal_for(&key_context(&mount.uuid, name), &role.sealed_secret_key).await?;
     Ok((role.access_key, secret))
@@ -326,6 +479,11 @@ pub async fn delete(state: &AppState, mount: &Mount, name: &str) -> Result<()> {
     for _ in 0..ATTEMPTS {
         let Some(role) = load(state.store.as_ref(), mount, name).await? else { return Ok(()) };
         let (cloud, _) = config::mount_cloud(state, mount).await?;
+        if role.is_being_written() {
+            // Never under a write making a key: its key would outlive the role.
+            settle_claim(state, &cloud, mount, &role).await?;
+            continue;
+        }
         delete_keys(&cloud, &role).await?;
         let unchanged = Condition::equals("sealed_secret_key", role.sealed_secret_key.clone());
         match state.store.delete(&keys::mount_static_role(&mount.uuid, name), unchanged).await {
@@ -333,5 +491,5 @@ pub async fn delete(state: &AppState, mount: &Mount, name: &str) -> Result<()> {
             other => return other.map(drop).map_err(BrokerError::from),
         }
     }
-    Err(BrokerError::Upstream(format!("static role {name} kept changing while it was deleted; try again")))
+    Err(BrokerError::Conflict(format!("static role {name} kept changing while it was deleted; try again")))
 }

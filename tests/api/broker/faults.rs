@@ -193,9 +193,11 @@ async fn revoking_a_user_deletes_everything_it_holds() {
     let group = format!("hangar-holds-{id}");
     aws.create_group(&group).await;
     let path = format!("/hangar-holds-{id}/");
+    // The tag opts the user into IAM's DeleteConflict and service-specific credentials, which
+    // stock moto lacks (tests/moto_server.py).
     let role = json!({
         "credential_type": "iam_user", "policy_arns": [arn], "policy_document": DOCUMENT,
-        "iam_groups": [group], "user_path": path,
+        "iam_groups": [group], "user_path": path, "iam_tags": {"hangar-test-iam": "strict"},
     });
     root.write("aws/roles/holds", role).await;
     let creds = root.get("aws/creds/holds").await;
@@ -269,14 +271,11 @@ async fn a_dev_server_killed_at_any_step_of_creating_a_user_leaves_it_to_the_job
     }
 }
 
-/// Starts dev-server as a process of its own, kills it (SIGKILL) once IAM has done `step` of
-/// creating a user, starts it again on the same data, and waits for its job to roll back.
-async fn killed_at(aws: &Aws, step: &str) {
-    let proxy = AwsProxy::start(&aws.endpoint).await;
-    let dir = tempfile::tempdir().expect("a data directory");
+/// dev-server as a process of its own on `dir` ([`dev_server_for_a_kill`]), with its URL.
+fn dev_server_to_kill(dir: &std::path::Path) -> (std::process::Child, String) {
     let mut child = Command::new(std::env::current_exe().expect("this test binary"))
         .args(["broker::faults::dev_server_for_a_kill", "--exact", "--ignored", "--nocapture"])
-        .env(CHILD_DIR, dir.path())
+        .env(CHILD_DIR, dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -287,6 +286,15 @@ async fn killed_at(aws: &Aws, step: &str) {
         .map_while(Result::ok)
         .find_map(|line| line.strip_prefix("LISTENING ").map(str::to_owned))
         .expect("dev-server says where it listens");
+    (child, url)
+}
+
+/// Starts dev-server as a process of its own, kills it (SIGKILL) once IAM has done `step` of
+/// creating a user, starts it again on the same data, and waits for its job to roll back.
+async fn killed_at(aws: &Aws, step: &str) {
+    let proxy = AwsProxy::start(&aws.endpoint).await;
+    let dir = tempfile::tempdir().expect("a data directory");
+    let (mut child, url) = dev_server_to_kill(dir.path());
     let client = reqwest::Client::new();
     let write = |path: &str, body: serde_json::Value| {
         let request = client.post(format!("{url}/v1/{path}")).header("X-Vault-Token", ROOT).json(&body);
@@ -341,4 +349,191 @@ fn the_rollback_age_is_a_duration_within_a_day() {
         assert!(message.starts_with("HANGAR_BROKER_ROLLBACK_MIN_AGE: "), "{message}");
         assert!(message.contains(refused) && message.contains(" to "), "{message}");
     }
+}
+
+/// `CreateUser` succeeds but its answer is lost; the SDK's retry is told `EntityAlreadyExists`.
+/// The user is the request's own (created after its write-ahead record): it gets its keys and
+/// lease, and no user is left to nobody.
+#[tokio::test]
+async fn a_lost_create_user_answer_is_taken_as_the_requests_own_user() {
+    let Some(aws) = aws().await else { return };
+    let proxy = AwsProxy::start(&aws.endpoint).await;
+    let app = hangar_tests::TestApp::spawn_with(config()).await;
+    let root = Vault::root(&app);
+    root.write(
+        "aws/config/root",
+        json!({
+            "access_key": moto::ACCESS_KEY, "secret_key": moto::SECRET_KEY, "region": moto::REGION,
+            "iam_endpoint": proxy.endpoint, "sts_endpoint": proxy.endpoint, "max_retries": 2,
+        }),
+    )
+    .await;
+    let path = iam_user_role(&root, "aws/roles/lost", "lost").await;
+    proxy.inject("CreateUser", Fault::Once(Box::new(Fault::FailAfter { status: 500, code: "ServiceFailure" })));
+
+    let creds = root.get("aws/creds/lost").await;
+    assert_eq!(proxy.calls("CreateUser").len(), 2, "the SDK retried the lost call");
+    assert_eq!(creds.status, 200, "{:?}", creds.body);
+    let users = aws.users_under(&path).await;
+    assert_eq!(users.len(), 1, "{users:?}");
+    let key = creds.body["data"]["access_key"].as_str().expect("an access key");
+    assert_eq!(aws.owner_of_key(key).await, users[0], "the key is the user's");
+
+    // Revoking the lease deletes it: the user was leased, not left to the job or to nobody.
+    let lease = creds.body["lease_id"].as_str().expect("a lease id");
+    assert_eq!(root.call("PUT", "sys/leases/revoke", Some(json!({"lease_id": lease}))).await.status, 204);
+    assert_eq!(aws.users_under(&path).await, Vec::<String>::new());
+    app.stop().await;
+}
+
+/// A name the template renders that some user already had before the request is not taken:
+/// the request is refused with IAM's answer and the user is left alone.
+#[tokio::test]
+async fn an_existing_user_of_the_same_name_is_not_taken_as_the_requests() {
+    let Some((aws, app)) = broker_on_moto().await else { return };
+    let root = Vault::root(&app);
+    let id = suffix();
+    let name = format!("fixed-{id}");
+    aws.create_user(&name).await;
+    root.write(
+        "aws/config/root",
+        json!({
+            "access_key": moto::ACCESS_KEY, "secret_key": moto::SECRET_KEY, "region": moto::REGION,
+            "iam_endpoint": aws.endpoint, "sts_endpoint": aws.endpoint, "username_template": name,
+        }),
+    )
+    .await;
+    root.write("aws/roles/fixed", json!({"credential_type": "iam_user", "policy_document": DOCUMENT})).await;
+    let creds = root.get("aws/creds/fixed").await;
+    assert_eq!(creds.status, 400, "{:?}", creds.body);
+    assert!(super::first_error(&creds).contains("EntityAlreadyExists"), "{:?}", creds.body);
+    assert!(aws.access_keys(&name).await.is_empty(), "the stranger's user got no key");
+    app.stop().await;
+}
+
+/// A static-role write killed (SIGKILL) while `CreateAccessKey` is in flight: IAM made the key,
+/// the role holds the write's claim. Once the claim expires the job deletes the key nobody holds
+/// and removes the role, which can then be written and deleted again.
+#[tokio::test]
+async fn a_static_role_write_killed_while_its_key_is_made_is_rolled_back_by_the_job() {
+    let Some(aws) = aws().await else { return };
+    let proxy = AwsProxy::start(&aws.endpoint).await;
+    let dir = tempfile::tempdir().expect("a data directory");
+    let (mut child, url) = dev_server_to_kill(dir.path());
+    let client = reqwest::Client::new();
+    let send = |method: reqwest::Method, url: String, body: serde_json::Value| {
+        let request = client.request(method, url).header("X-Vault-Token", ROOT).json(&body);
+        async move { request.send().await.expect("an answer").status().as_u16() }
+    };
+    let root_config = json!({
+        "access_key": moto::ACCESS_KEY, "secret_key": moto::SECRET_KEY, "region": moto::REGION,
+        "iam_endpoint": proxy.endpoint, "sts_endpoint": proxy.endpoint, "max_retries": 0,
+    });
+    assert_eq!(send(reqwest::Method::POST, format!("{url}/v1/aws/config/root"), root_config).await, 204);
+    let user = format!("hangar-killed-{}", suffix());
+    aws.create_user(&user).await;
+    let (own, _) = aws.create_key(&user).await;
+
+    proxy.inject("CreateAccessKey", Fault::HangAfter);
+    let body = json!({"username": user, "rotation_period": "1h"});
+    let write = client.post(format!("{url}/v1/aws/static-roles/killed")).header("X-Vault-Token", ROOT).json(&body);
+    let pending = tokio::spawn(write.send());
+    while proxy.calls("CreateAccessKey").is_empty() {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    child.kill().expect("SIGKILL");
+    child.wait().expect("the process is gone");
+    assert!(pending.await.expect("the request task").is_err(), "the write died with the process");
+    assert_eq!(aws.access_keys(&user).await.len(), 2, "IAM made the key");
+    proxy.heal();
+
+    // dev-server starts again on the same data and runs the job every second.
+    let options = dev_server::Options { rotation_interval: 1, ..options(dir.path()) };
+    let config = Config { data_dir: dir.path().to_path_buf(), ..config() };
+    let restarted = dev_server::start(options, config).await.expect("dev-server starts again");
+    let mut waited = Duration::ZERO;
+    while aws.access_keys(&user).await.len() > 1 && waited < Duration::from_secs(15) {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        waited += Duration::from_millis(200);
+    }
+    assert_eq!(
+        aws.access_keys(&user).await,
+        std::slice::from_ref(&own),
+        "the key nobody holds is gone, the user's own stays"
+    );
+    let role = format!("{}/v1/aws/static-roles/killed", restarted.url);
+    assert_eq!(send(reqwest::Method::GET, role.clone(), json!(null)).await, 404, "the new role is rolled back");
+    assert_eq!(send(reqwest::Method::POST, role.clone(), body).await, 204, "and can be written again");
+    assert_eq!(aws.access_keys(&user).await.len(), 2);
+    assert_eq!(send(reqwest::Method::DELETE, role, json!(null)).await, 204);
+    assert_eq!(aws.access_keys(&user).await, [own], "deleting the role deletes its key");
+    restarted.stop().await.expect("dev-server stops");
+}
+
+/// The role a static-role write that died leaves: claimed `age` seconds ago, its user holding
+/// `keys_before` then, and a key made since that nobody holds; returns that key.
+async fn plant_claim(app: &hangar_tests::TestApp, aws: &Aws, name: &str, user: &str, age: i64) -> String {
+    use hangar::broker::statics::{self, Claim, StaticRole};
+    let keys_before = aws.access_keys(user).await;
+    let (stray, _) = aws.create_key(user).await;
+    let mounts = Vault::root(app).get("sys/mounts").await;
+    let uuid = mounts.body["data"]["aws/"]["uuid"].as_str().expect("the mount's uuid").to_owned();
+    let at = now() - age;
+    let role = StaticRole {
+        name: name.into(),
+        mount_uuid: uuid,
+        username: user.into(),
+        user_id: String::new(),
+        rotation_period: 3600,
+        access_key: String::new(),
+        sealed_secret_key: format!("being-written:{}", suffix()),
+        // Not due for the job: what settles it here is the next write or delete.
+        next_rotation: now() + 3600,
+        user_path: Some("/".into()),
+        previous_access_key: None,
+        claim: Some(Claim { at, keys_before, replaced: None }),
+    };
+    let store = app.store();
+    hangar::store::ItemStore::put(&store, statics::item(&role).expect("an item"), hangar::store::Condition::Always)
+        .await
+        .expect("planted");
+    stray
+}
+
+/// A claim still standing is a conflict (409) to a write, a delete and `static-creds`; once it
+/// has expired the next write or delete rolls it back (the key nobody holds goes) and goes on.
+#[tokio::test]
+async fn an_expired_claim_is_rolled_back_by_the_next_write_or_delete() {
+    let Some(aws) = aws().await else { return };
+    // A claim stands a minute here: one made now stands, one two minutes old has expired.
+    let config = Config { broker_rollback_min_age: Duration::from_secs(60), ..config() };
+    let app = hangar_tests::TestApp::spawn_with(config).await;
+    let root = Vault::root(&app);
+    aws.configure(&root, "aws").await;
+    let user = format!("hangar-claim-{}", suffix());
+    aws.create_user(&user).await;
+
+    plant_claim(&app, &aws, "standing", &user, 0).await;
+    let body = json!({"username": user, "rotation_period": "1h"});
+    for reply in [
+        root.post("aws/static-roles/standing", body.clone()).await,
+        root.delete("aws/static-roles/standing").await,
+        root.get("aws/static-creds/standing").await,
+    ] {
+        assert_eq!(reply.status, 409, "{:?}", reply.body);
+        assert!(super::first_error(&reply).contains("being written"), "{:?}", reply.body);
+    }
+    let stray = plant_claim(&app, &aws, "standing", &user, 120).await;
+    root.write("aws/static-roles/standing", body.clone()).await;
+    let stored = super::static_key(&root, "standing").await;
+    let keys = aws.access_keys(&user).await;
+    assert!(keys.contains(&stored) && !keys.contains(&stray), "{keys:?}");
+
+    let other = format!("hangar-claim-{}", suffix());
+    aws.create_user(&other).await;
+    let stray = plant_claim(&app, &aws, "deleted", &other, 120).await;
+    assert_eq!(root.delete("aws/static-roles/deleted").await.status, 204);
+    assert!(!aws.access_keys(&other).await.contains(&stray), "the stray key went with the claim");
+    assert_eq!(root.get("aws/static-roles/deleted").await.status, 404);
+    app.stop().await;
 }
