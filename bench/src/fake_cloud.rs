@@ -26,6 +26,8 @@ pub fn settings_of_bench_mount() -> CloudSettings {
         iam_endpoint: None,
         sts_endpoint: None,
         max_retries: -1,
+        connect_timeout: std::time::Duration::from_secs(3),
+        operation_timeout: std::time::Duration::from_secs(20),
         web_identity: None,
     }
 }

@@ -94,6 +94,36 @@ pub struct Config {
     /// How old a write-ahead record of an IAM user must be before the scheduled job rolls the
     /// user back (`HANGAR_BROKER_ROLLBACK_MIN_AGE`, Vault's 5 minutes by default).
     pub broker_rollback_min_age: std::time::Duration,
+    /// How the broker waits for IAM and STS (`HANGAR_BROKER_AWS_*`).
+    pub broker_aws: BrokerAws,
+}
+
+/// How long the broker waits for AWS, and what workload identity may ask of it: no call to AWS
+/// can hold a request or the scheduled job for longer than these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrokerAws {
+    /// How long a connection to IAM or STS may take (`HANGAR_BROKER_AWS_CONNECT_TIMEOUT`).
+    pub connect_timeout: std::time::Duration,
+    /// How long one IAM or STS operation may take, its retries included
+    /// (`HANGAR_BROKER_AWS_OPERATION_TIMEOUT`).
+    pub operation_timeout: std::time::Duration,
+    /// The longest `identity_token_ttl` a mount may set (`HANGAR_BROKER_MAX_IDENTITY_TOKEN_TTL`):
+    /// Vault caps it by its key's verification TTL, 24 hours by default.
+    pub max_identity_token_ttl: std::time::Duration,
+    /// STS endpoints besides AWS's own that a mount using workload identity may send its
+    /// identity tokens to (`HANGAR_BROKER_IDENTITY_STS_ENDPOINTS`, comma-separated URLs).
+    pub identity_sts_endpoints: Vec<String>,
+}
+
+impl Default for BrokerAws {
+    fn default() -> Self {
+        Self {
+            connect_timeout: std::time::Duration::from_secs(3),
+            operation_timeout: std::time::Duration::from_secs(20),
+            max_identity_token_ttl: std::time::Duration::from_secs(24 * 3600),
+            identity_sts_endpoints: Vec::new(),
+        }
+    }
 }
 
 /// What the deployment lets broker roles and static roles ask of AWS, besides what IAM itself
@@ -272,6 +302,25 @@ mod range {
     pub const AGENT_RETENTION_SECONDS: RangeInclusive<u64> = 1..=90 * 24 * 3600;
     /// Up to a day: a record waits at least a run of the job, at most a day.
     pub const ROLLBACK_MIN_AGE_SECONDS: RangeInclusive<u64> = 1..=24 * 3600;
+    pub const AWS_CONNECT_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=60;
+    /// Within API Gateway's 29 seconds is wise for requests; the job has more.
+    pub const AWS_OPERATION_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=300;
+    /// A minute (the least a token needs to be exchanged) to 30 days.
+    pub const MAX_IDENTITY_TOKEN_TTL_SECONDS: RangeInclusive<u64> = 60..=30 * 24 * 3600;
+}
+
+/// `HANGAR_BROKER_IDENTITY_STS_ENDPOINTS`: comma-separated https URLs (none when unset).
+fn sts_endpoints(raw: Option<String>) -> Result<Vec<String>, ConfigError> {
+    const NAME: &str = "HANGAR_BROKER_IDENTITY_STS_ENDPOINTS";
+    let Some(raw) = raw else { return Ok(Vec::new()) };
+    let mut endpoints = Vec::new();
+    for entry in raw.split(',').map(str::trim).filter(|entry| !entry.is_empty()) {
+        let parsed = reqwest::Url::parse(entry).ok().filter(|url| matches!(url.scheme(), "https" | "http"));
+        let url =
+            parsed.ok_or_else(|| ConfigError { name: NAME, problem: format!("`{entry}` is not an http(s) URL") })?;
+        endpoints.push(url.as_str().trim_end_matches('/').to_owned());
+    }
+    Ok(endpoints)
 }
 
 /// A duration setting written as humans write one (`5m`, `1s`, `1h 30m`), within `range`
@@ -325,6 +374,7 @@ impl Default for Config {
             vcs_allowed_networks: AllowedNetworks::default(),
             broker_limits: BrokerLimits::default(),
             broker_rollback_min_age: std::time::Duration::from_secs(300),
+            broker_aws: BrokerAws::default(),
         }
     }
 }
@@ -462,6 +512,27 @@ impl Config {
                 defaults.broker_rollback_min_age,
                 range::ROLLBACK_MIN_AGE_SECONDS,
             )?,
+            broker_aws: BrokerAws {
+                connect_timeout: duration(
+                    var,
+                    "HANGAR_BROKER_AWS_CONNECT_TIMEOUT",
+                    defaults.broker_aws.connect_timeout,
+                    range::AWS_CONNECT_TIMEOUT_SECONDS,
+                )?,
+                operation_timeout: duration(
+                    var,
+                    "HANGAR_BROKER_AWS_OPERATION_TIMEOUT",
+                    defaults.broker_aws.operation_timeout,
+                    range::AWS_OPERATION_TIMEOUT_SECONDS,
+                )?,
+                max_identity_token_ttl: duration(
+                    var,
+                    "HANGAR_BROKER_MAX_IDENTITY_TOKEN_TTL",
+                    defaults.broker_aws.max_identity_token_ttl,
+                    range::MAX_IDENTITY_TOKEN_TTL_SECONDS,
+                )?,
+                identity_sts_endpoints: sts_endpoints(var("HANGAR_BROKER_IDENTITY_STS_ENDPOINTS"))?,
+            },
         })
     }
 }

@@ -100,11 +100,6 @@ pub async fn vcs(state: &AppState) -> Result<SyncSummary, crate::lambda::Error> 
     Ok(SyncSummary { vcs_work: fetched })
 }
 
-/// Both schedules' work in one process, as dev-server runs it (in AWS each has its function).
-pub async fn scheduled(state: &AppState) -> Result<(RotationSummary, SyncSummary), crate::lambda::Error> {
-    Ok((rotation(state).await?, vcs(state).await?))
-}
-
 /// The `key-rotation` function: rotates the static-role keys that are due and revokes expired
 /// leases. The payload is not read: EventBridge rules send their envelope, EventBridge Scheduler
 /// may send `{}`, and both mean "run now".

@@ -186,19 +186,42 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
     Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation, uploads })
 }
 
-/// The scheduled job on a timer (and at once when work is recorded): what EventBridge does for
-/// the key-rotation function.
+/// The scheduled jobs on a timer (and at once when work is recorded): what EventBridge does for
+/// the key-rotation and registry-sync functions. Each job runs on its own, as the two functions
+/// do, so a broker run waiting on AWS never holds up the registry's work or the agents' sweep;
+/// a job still running when its next turn comes is not started twice.
 async fn run_rotation(state: AppState, every_seconds: u64) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(every_seconds.max(1)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (mut broker, mut registry) = (None, None);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
             _ = state.work.notified() => {}
         }
-        if let Err(e) = hangar::jobs::scheduled(&state).await {
-            tracing::warn!(error = %e, "scheduled run failed; retried next run");
-        }
+        start_unless_running(&mut broker, state.clone(), |state| async move {
+            if let Err(e) = hangar::jobs::rotation(&state).await {
+                tracing::warn!(error = %e, "the broker's scheduled run failed; retried next run");
+            }
+        });
+        start_unless_running(&mut registry, state.clone(), |state| async move {
+            if let Err(e) = hangar::jobs::vcs(&state).await {
+                tracing::warn!(error = %e, "the registry's scheduled run failed; retried next run");
+            }
+        });
+    }
+}
+
+/// Spawns `job` unless the run in `slot` is still going.
+fn start_unless_running<F>(
+    slot: &mut Option<tokio::task::JoinHandle<()>>,
+    state: AppState,
+    job: impl FnOnce(AppState) -> F,
+) where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    if slot.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
+        *slot = Some(tokio::spawn(job(state)));
     }
 }
 

@@ -4,6 +4,7 @@
 //! aws-sdk-sts.
 
 mod base;
+mod breaker;
 mod errors;
 mod sdk;
 mod web_identity;
@@ -15,6 +16,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 pub use base::AwsBase;
+pub use breaker::Breaker;
 
 /// How the broker reaches AWS: the engine's root configuration, already resolved.
 #[derive(Clone, PartialEq, Eq)]
@@ -32,6 +34,10 @@ pub struct CloudSettings {
     /// Retries of recoverable errors: -1 (or any negative) for the SDK's default, else
     /// `max_retries + 1` attempts in all.
     pub max_retries: i64,
+    /// How long a connection may take to open.
+    pub connect_timeout: std::time::Duration,
+    /// How long one operation may take, all its attempts included.
+    pub operation_timeout: std::time::Duration,
     /// Plugin workload identity: the calls are signed with credentials of `role_arn`, assumed
     /// with an identity token Hangar signs (instead of static keys or the default chain).
     pub web_identity: Option<WebIdentity>,
@@ -69,6 +75,8 @@ impl fmt::Debug for CloudSettings {
             .field("iam_endpoint", &self.iam_endpoint)
             .field("sts_endpoint", &self.sts_endpoint)
             .field("max_retries", &self.max_retries)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("operation_timeout", &self.operation_timeout)
             .field("web_identity", &self.web_identity)
             .finish()
     }

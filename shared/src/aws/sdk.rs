@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use aws_config::retry::RetryConfig;
+use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_iam::config::Credentials;
 use aws_sdk_iam::types::Tag;
@@ -38,6 +39,13 @@ impl SdkCloud {
             let credentials = Credentials::new(access_key, secret_key, None, None, STATIC_PROVIDER);
             loader = loader.credentials_provider(credentials);
         }
+        // No call may hang the broker: a black-holed endpoint fails the call (an AWS-side
+        // failure) once these run out, retries included.
+        let timeouts = TimeoutConfig::builder()
+            .connect_timeout(settings.connect_timeout)
+            .operation_timeout(settings.operation_timeout)
+            .build();
+        loader = loader.timeout_config(timeouts);
         if settings.max_retries >= 0 {
             let attempts = u32::try_from(settings.max_retries.saturating_add(1)).unwrap_or(u32::MAX);
             loader = loader.retry_config(RetryConfig::standard().with_max_attempts(attempts));

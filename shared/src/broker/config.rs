@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 use super::error::{BrokerError, Result};
 use super::mounts::Mount;
 use super::{duration, template};
-use crate::aws::{CloudSettings, SharedCloud, WebIdentity};
+use crate::aws::{Breaker, CloudSettings, SharedCloud, WebIdentity};
 use crate::config::Edition;
 use crate::identity::{self, TokenRequest};
 use crate::seal::{self, Rebound, Resealed, SealContext};
@@ -23,6 +23,8 @@ use crate::store::{keys, Condition, Item, ItemStore, UpdateOp};
 const DEFAULT_LEASE: Duration = Duration::from_secs(768 * 3600);
 /// Vault's default lifetime of a plugin identity token.
 const DEFAULT_IDENTITY_TOKEN_TTL: u64 = 3600;
+/// The most retries `max_retries` may ask for: each waits longer, within the operation timeout.
+const MAX_RETRIES: i64 = 10;
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct RootConfig {
@@ -75,8 +77,12 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
         Some(value) => value
             .as_i64()
             .or_else(|| value.as_str().and_then(|s| s.trim().parse().ok()))
-            .filter(|n| *n >= -1)
-            .ok_or_else(|| BrokerError::invalid("max_retries must be a whole number, -1 for the SDK's default"))?,
+            .filter(|n| (-1..=MAX_RETRIES).contains(n))
+            .ok_or_else(|| {
+                BrokerError::invalid(format!(
+                    "max_retries must be a whole number from 0 to {MAX_RETRIES}, or -1 for the SDK's default"
+                ))
+            })?,
     };
     let username_template = text(body, "username_template")?;
     if let Some(template) = &username_template {
@@ -86,6 +92,17 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
         None | Some(Value::Null) => None,
         Some(value) => Some(duration::parse(value).map_err(BrokerError::invalid)?.as_secs()),
     };
+    let most = state.config.broker_aws.max_identity_token_ttl;
+    if identity_token_ttl.is_some_and(|ttl| ttl > most.as_secs() || ttl == 0) {
+        return Err(BrokerError::invalid(format!(
+            "identity_token_ttl must be from 1s to {} (HANGAR_BROKER_MAX_IDENTITY_TOKEN_TTL)",
+            duration::format(most)
+        )));
+    }
+    let sts_endpoint = text(body, "sts_endpoint")?;
+    if audience.is_some() {
+        check_identity_sts_endpoint(sts_endpoint.as_deref(), &state.config.broker_aws.identity_sts_endpoints)?;
+    }
     let sealed_secret_key = match &secret_key {
         Some(secret) => Some(state.sealer.seal_for(&SealContext::broker_root_key(&mount.uuid), secret).await?),
         None => None,
@@ -95,7 +112,7 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
         sealed_secret_key,
         region: text(body, "region")?,
         iam_endpoint: text(body, "iam_endpoint")?,
-        sts_endpoint: text(body, "sts_endpoint")?,
+        sts_endpoint,
         max_retries,
         username_template,
         role_arn,
@@ -105,6 +122,34 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
     let item = Item::from_value(keys::mount_config(&mount.uuid, "root"), &config)?;
     state.store.put(item, Condition::Always).await?;
     Ok(())
+}
+
+/// Refuses an STS endpoint a mount using workload identity may not send its identity tokens
+/// to: AWS's own (the SDK's default, or `https://sts[.<region>].amazonaws.com[.cn]`), or one
+/// the operator lists (`HANGAR_BROKER_IDENTITY_STS_ENDPOINTS`). A token Hangar signs is a
+/// credential: a tenant must not be able to have it sent to an endpoint of its choice.
+fn check_identity_sts_endpoint(endpoint: Option<&str>, allowed: &[String]) -> Result<()> {
+    let Some(endpoint) = endpoint else { return Ok(()) };
+    let normal = endpoint.trim_end_matches('/');
+    if allowed.iter().any(|url| url == normal) || is_aws_sts(normal) {
+        return Ok(());
+    }
+    Err(BrokerError::invalid(format!(
+        "sts_endpoint {endpoint} is not AWS's: with workload identity the broker sends identity tokens only to AWS's \
+         STS endpoints and those HANGAR_BROKER_IDENTITY_STS_ENDPOINTS lists"
+    )))
+}
+
+/// Whether `url` is one of AWS's STS endpoints (global, regional or FIPS, in the commercial or
+/// China partitions), over https.
+fn is_aws_sts(url: &str) -> bool {
+    let Some(host) = url.strip_prefix("https://") else { return false };
+    let Some(rest) = host.strip_prefix("sts.").or_else(|| host.strip_prefix("sts-fips.")) else { return false };
+    let region = rest.strip_suffix(".amazonaws.com").or_else(|| rest.strip_suffix(".amazonaws.com.cn"));
+    match region {
+        Some(region) => region.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'),
+        None => rest == "amazonaws.com",
+    }
 }
 
 pub async fn root(store: &dyn ItemStore, mount: &Mount) -> Result<RootConfig> {
@@ -173,8 +218,10 @@ pub async fn mount_cloud(state: &AppState, mount: &Mount) -> Result<(SharedCloud
     Ok((cloud(state, mount, &config).await?, config))
 }
 
-/// The AWS clients of the mounts one run goes through (the scheduled rotation): each mount's
-/// root configuration is read and unsealed once per run, not once per role.
+/// The AWS clients of the mounts one run goes through (the scheduled job): each mount's root
+/// configuration is read and unsealed once per run, not once per role, and each mount's client
+/// gives up for the rest of the run once AWS did not answer it ([`Breaker`]), so a mount whose
+/// endpoint hangs holds the run up for one timeout, not one a role or a lease.
 #[derive(Default)]
 pub struct MountClouds(HashMap<String, SharedCloud>);
 
@@ -184,6 +231,7 @@ impl MountClouds {
             return Ok(cloud.clone());
         }
         let (cloud, _) = mount_cloud(state, mount).await?;
+        let cloud = Breaker::wrap(cloud);
         self.0.insert(mount.uuid.clone(), cloud.clone());
         Ok(cloud)
     }
@@ -248,6 +296,8 @@ pub async fn cloud_settings(state: &AppState, mount: &Mount, config: &RootConfig
         iam_endpoint: config.iam_endpoint.clone(),
         sts_endpoint: config.sts_endpoint.clone(),
         max_retries: config.max_retries,
+        connect_timeout: state.config.broker_aws.connect_timeout,
+        operation_timeout: state.config.broker_aws.operation_timeout,
         web_identity: web_identity(state, mount, config)?,
     })
 }

@@ -122,13 +122,18 @@ pub async fn undo(store: &dyn ItemStore, cloud: &SharedCloud, intent: &UserInten
 
 /// Rolls back up to `limit` records written at least `min_age_secs` before `now`; returns how
 /// many users were rolled back. A failure leaves its record for the next run.
-pub async fn roll_back_due(state: &AppState, now: i64, min_age_secs: i64, limit: usize) -> Result<usize> {
+pub async fn roll_back_due(
+    state: &AppState,
+    clouds: &mut MountClouds,
+    now: i64,
+    min_age_secs: i64,
+    limit: usize,
+) -> Result<usize> {
     let due = schedule::due(state.store.as_ref(), SCHEDULE_PARTITION, now - min_age_secs, limit).await?;
     if due.is_empty() {
         return Ok(0);
     }
     let mounts = mounts::all(state.store.as_ref()).await?;
-    let mut clouds = MountClouds::default();
     let mut rolled_back = 0;
     for found in due {
         let intent: UserIntent = found.parse()?;

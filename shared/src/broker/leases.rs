@@ -155,10 +155,21 @@ pub async fn revoke(state: &AppState, mount: &Mount, lease: &Lease) -> Result<()
 }
 
 async fn revoke_at(state: &AppState, mount: &Mount, lease: &Lease, now: i64) -> Result<()> {
+    revoke_in_run(state, &mut MountClouds::default(), mount, lease, now).await
+}
+
+/// [`revoke_at`] with the client of the mount that `clouds`, one run's, holds.
+async fn revoke_in_run(
+    state: &AppState,
+    clouds: &mut MountClouds,
+    mount: &Mount,
+    lease: &Lease,
+    now: i64,
+) -> Result<()> {
     if lease.sts {
         return forget(state, mount, lease).await;
     }
-    let (cloud, _) = config::mount_cloud(state, mount).await?;
+    let cloud = clouds.get(state, mount).await?;
     revoke_with(state, &cloud, mount, lease, now).await
 }
 
@@ -220,7 +231,7 @@ pub async fn unmount(state: &AppState, path: &str) -> Result<()> {
 }
 
 /// Revokes up to `limit` leases whose time has come; returns how many.
-pub async fn revoke_expired(state: &AppState, limit: usize, now: i64) -> Result<usize> {
+pub async fn revoke_expired(state: &AppState, clouds: &mut MountClouds, limit: usize, now: i64) -> Result<usize> {
     let due = schedule::due(state.store.as_ref(), EXPIRY_PARTITION, now, limit).await?;
     if due.is_empty() {
         return Ok(0);
@@ -230,7 +241,7 @@ pub async fn revoke_expired(state: &AppState, limit: usize, now: i64) -> Result<
     for found in due {
         let lease: Lease = found.parse()?;
         match mounts.iter().find(|m| m.uuid == lease.mount_uuid) {
-            Some(mount) => match revoke_at(state, mount, &lease, now).await {
+            Some(mount) => match revoke_in_run(state, clouds, mount, &lease, now).await {
                 Ok(()) => revoked += 1,
                 Err(e) => tracing::warn!(lease = %lease.id, error = %e, "expired lease not revoked; retried next run"),
             },

@@ -33,11 +33,13 @@ pub async fn scheduled_run_at(state: &AppState, now: i64) -> Result<(usize, usiz
     if let Err(e) = reseal(state, now).await {
         tracing::warn!(error = %e, "the broker's format-1 sealed values are not all rebound; retried next run");
     }
-    let rotated = rotate_due(state, PER_RUN, now).await?;
+    // One client a mount for the whole run: a mount AWS does not answer is given up on once.
+    let mut clouds = MountClouds::default();
+    let rotated = rotate_due(state, &mut clouds, PER_RUN, now).await?;
     let with_tokens = tokens::revoke_pending(state, now).await?;
-    let revoked = leases::revoke_expired(state, PER_RUN, now).await?;
+    let revoked = leases::revoke_expired(state, &mut clouds, PER_RUN, now).await?;
     let min_age = state.config.broker_rollback_min_age.as_secs() as i64;
-    let rolled_back = intents::roll_back_due(state, now, min_age, PER_RUN).await?;
+    let rolled_back = intents::roll_back_due(state, &mut clouds, now, min_age, PER_RUN).await?;
     Ok((rotated, with_tokens + revoked + rolled_back))
 }
 
@@ -71,18 +73,17 @@ pub async fn reseal(state: &AppState, now: i64) -> Result<Option<Resealed>> {
 
 /// Rotates up to `limit` static roles that are due; returns how many were rotated. The root
 /// configuration and AWS client of each mount are looked up once per run, not once per role.
-async fn rotate_due(state: &AppState, limit: usize, now: i64) -> Result<usize> {
+async fn rotate_due(state: &AppState, clouds: &mut MountClouds, limit: usize, now: i64) -> Result<usize> {
     let due = schedule::due(state.store.as_ref(), statics::SCHEDULE_PARTITION, now, limit).await?;
     if due.is_empty() {
         return Ok(0);
     }
     let mounts = mounts::all(state.store.as_ref()).await?;
-    let mut clouds = MountClouds::default();
     let mut rotated = 0;
     for found in due {
         let role: StaticRole = found.parse()?;
         let mount = mounts.iter().find(|m| m.uuid == role.mount_uuid);
-        match rotate(state, role, mount, &mut clouds, now).await {
+        match rotate(state, role, mount, clouds, now).await {
             Ok(true) => rotated += 1,
             Ok(false) => {}
             Err((name, e)) => tracing::warn!(role = %name, error = %e, "static role not rotated; retried next run"),

@@ -31,6 +31,8 @@ async fn moto() -> Option<(SharedCloud, aws_sdk_iam::Client)> {
         iam_endpoint: Some(endpoint.clone()),
         sts_endpoint: Some(endpoint),
         max_retries: -1,
+        connect_timeout: std::time::Duration::from_secs(3),
+        operation_timeout: std::time::Duration::from_secs(20),
         web_identity: None,
     })
     .await;
@@ -264,6 +266,8 @@ async fn canned(status: u16, body: impl Into<String>, max_retries: i64) -> (Shar
         iam_endpoint: Some(endpoint.clone()),
         sts_endpoint: Some(endpoint),
         max_retries,
+        connect_timeout: std::time::Duration::from_secs(3),
+        operation_timeout: std::time::Duration::from_secs(20),
         web_identity: None,
     })
     .await;
@@ -386,6 +390,8 @@ async fn an_unreachable_cloud_is_other_and_keeps_the_secret_out() {
         iam_endpoint: Some(endpoint.clone()),
         sts_endpoint: Some(endpoint),
         max_retries: 0,
+        connect_timeout: std::time::Duration::from_secs(3),
+        operation_timeout: std::time::Duration::from_secs(20),
         web_identity: None,
     };
     assert!(!format!("{settings:?}").contains("hangar-secret-never-shown"));

@@ -4,6 +4,7 @@
 //! IAM itself), leases, static roles and their scheduled rotation, and `config/rotate-root`.
 
 mod acl;
+mod bounds;
 mod failures;
 mod faults;
 mod iam_policy;

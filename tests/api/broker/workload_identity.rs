@@ -22,7 +22,10 @@ fn decoded(part: &str) -> Value {
 async fn a_mount_with_workload_identity_signs_its_calls_with_the_role_sts_gave_for_its_token() {
     let Some(aws) = aws().await else { return };
     let proxy = AwsProxy::start(&aws.endpoint).await;
-    let config = Config { edition: Edition::Enterprise, root_service_token: Some(ROOT.into()), ..Config::default() };
+    // The emulator's STS, behind the proxy, is one the operator allows identity tokens to reach.
+    let mut config =
+        Config { edition: Edition::Enterprise, root_service_token: Some(ROOT.into()), ..Config::default() };
+    config.broker_aws.identity_sts_endpoints = vec![proxy.endpoint.clone()];
     let app = TestApp::spawn_with(config).await;
     let root = Vault::root(&app);
     let role_arn = format!("arn:aws:iam::{ACCOUNT}:role/hangar-broker");
