@@ -113,3 +113,39 @@ def test_hvac_enables_a_secrets_engine_with_its_defaults(broker):
         "deploy", "federation_token", policy_document=POLICY, mount_point=path, default_sts_ttl=None
     )
     assert client.secrets.aws.read_role("deploy", mount_point=path)["data"]["credential_types"] == ["federation_token"]
+
+
+def test_hvac_token_parameters_roles_and_renewal(broker):
+    """hvac's token calls: the parameters Vault takes are honoured (use counts, periods,
+    renewability, metadata), token roles grant their policies, and renewals renew."""
+    url, token = broker
+    root = hvac.Client(url=url, token=token)
+    root.sys.create_or_update_acl_policy("dev", 'path "aws/roles/*" { capabilities = ["read"] }')
+
+    limited = root.auth.token.create(policies=["default"], num_uses=2, meta={"team": "ci"})["auth"]
+    assert limited["num_uses"] == 2
+    assert limited["metadata"] == {"team": "ci"}
+    user = hvac.Client(url=url, token=limited["client_token"])
+    assert user.auth.token.lookup_self()["data"]["num_uses"] == 1
+    user.auth.token.lookup_self()
+    with pytest.raises(hvac.exceptions.Forbidden):
+        user.auth.token.lookup_self()
+
+    periodic = root.auth.token.create(policies=["default"], period="1h", ttl="5m")["auth"]
+    assert periodic["lease_duration"] == 3600
+    renewed = hvac.Client(url=url, token=periodic["client_token"]).auth.token.renew_self(increment="10s")
+    assert renewed["auth"]["lease_duration"] == 3600
+
+    fixed = root.auth.token.create(policies=["default"], renewable=False)["auth"]
+    assert fixed["renewable"] is False
+    with pytest.raises(hvac.exceptions.InvalidRequest):
+        hvac.Client(url=url, token=fixed["client_token"]).auth.token.renew_self()
+
+    root.auth.token.create_or_update_role("ci", allowed_policies=["dev"], orphan=True, token_period="30m")
+    assert root.auth.token.read_role("ci")["data"]["allowed_policies"] == ["dev"]
+    assert "ci" in root.auth.token.list_roles()["data"]["keys"]
+    from_role = root.auth.token.create(role_name="ci")["auth"]
+    assert from_role["policies"] == ["default", "dev"]
+    assert from_role["orphan"] is True
+    assert from_role["lease_duration"] == 1800
+    root.auth.token.delete_role("ci")

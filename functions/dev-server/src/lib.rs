@@ -15,7 +15,7 @@ use hangar::bootstrap::{install_tokens, Unconfigured};
 use hangar::config::{Config, StoreKind, StoreSharing};
 use hangar::state::{AppState, BootError};
 use hyper_util::rt::TokioTimer;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, Notify};
 use tokio::task::JoinHandle;
 use tower_http::timeout::RequestBodyTimeoutLayer;
 
@@ -187,41 +187,47 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
 }
 
 /// The scheduled jobs on a timer (and at once when work is recorded): what EventBridge does for
-/// the key-rotation and registry-sync functions. Each job runs on its own, as the two functions
-/// do, so a broker run waiting on AWS never holds up the registry's work or the agents' sweep;
-/// a job still running when its next turn comes is not started twice.
+/// the key-rotation and registry-sync functions. Each job runs in a loop of its own, as the two
+/// functions do, so a broker run waiting on AWS never holds up the registry's work or the
+/// agents' sweep; work recorded while a job runs wakes it again once the run is over.
 async fn run_rotation(state: AppState, every_seconds: u64) {
+    let (broker, registry) = (Notify::new(), Notify::new());
+    let wake_both = async {
+        loop {
+            state.work.notified().await;
+            broker.notify_one();
+            registry.notify_one();
+        }
+    };
+    let broker_job = run_job(&state, every_seconds, &broker, |state| async move {
+        if let Err(e) = hangar::jobs::rotation(&state).await {
+            tracing::warn!(error = %e, "the broker's scheduled run failed; retried next run");
+        }
+    });
+    let registry_job = run_job(&state, every_seconds, &registry, |state| async move {
+        if let Err(e) = hangar::jobs::vcs(&state).await {
+            tracing::warn!(error = %e, "the registry's scheduled run failed; retried next run");
+        }
+    });
+    tokio::join!(wake_both, broker_job, registry_job);
+}
+
+/// Runs `job` every `every_seconds`, and again when `wake` is notified (a notification during a
+/// run is kept for after it).
+async fn run_job<F: std::future::Future<Output = ()>>(
+    state: &AppState,
+    every_seconds: u64,
+    wake: &Notify,
+    job: impl Fn(AppState) -> F,
+) {
     let mut ticker = tokio::time::interval(std::time::Duration::from_secs(every_seconds.max(1)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let (mut broker, mut registry) = (None, None);
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = state.work.notified() => {}
+            _ = wake.notified() => {}
         }
-        start_unless_running(&mut broker, state.clone(), |state| async move {
-            if let Err(e) = hangar::jobs::rotation(&state).await {
-                tracing::warn!(error = %e, "the broker's scheduled run failed; retried next run");
-            }
-        });
-        start_unless_running(&mut registry, state.clone(), |state| async move {
-            if let Err(e) = hangar::jobs::vcs(&state).await {
-                tracing::warn!(error = %e, "the registry's scheduled run failed; retried next run");
-            }
-        });
-    }
-}
-
-/// Spawns `job` unless the run in `slot` is still going.
-fn start_unless_running<F>(
-    slot: &mut Option<tokio::task::JoinHandle<()>>,
-    state: AppState,
-    job: impl FnOnce(AppState) -> F,
-) where
-    F: std::future::Future<Output = ()> + Send + 'static,
-{
-    if slot.as_ref().is_none_or(tokio::task::JoinHandle::is_finished) {
-        *slot = Some(tokio::spawn(job(state)));
+        job(state.clone()).await;
     }
 }
 

@@ -21,6 +21,9 @@ pub enum BrokerError {
     Invalid(String),
     #[error("permission denied")]
     PermissionDenied,
+    /// A 403 with Vault's own message for it (`bad token`).
+    #[error("{0}")]
+    Forbidden(String),
     /// Vault answers a missing path or record with an empty error list.
     #[error("not found")]
     NotFound,
@@ -57,7 +60,7 @@ impl BrokerError {
     pub fn status(&self) -> StatusCode {
         match self {
             BrokerError::Invalid(_) => StatusCode::BAD_REQUEST,
-            BrokerError::PermissionDenied => StatusCode::FORBIDDEN,
+            BrokerError::PermissionDenied | BrokerError::Forbidden(_) => StatusCode::FORBIDDEN,
             BrokerError::NotFound | BrokerError::NotFoundWithReason(_) => StatusCode::NOT_FOUND,
             BrokerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             BrokerError::Conflict(_) => StatusCode::CONFLICT,

@@ -236,11 +236,12 @@ pub fn is_list(parts_query: Option<&str>) -> bool {
     })
 }
 
-/// The caller: a valid service token.
+/// The caller: a valid token, one of whose uses this request spent if they are limited.
 pub struct Caller(pub ServiceToken);
 
-fn presented(parts: &Parts) -> Option<&str> {
-    let header = |name: &str| parts.headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
+/// The token a request presents: `X-Vault-Token`, `X-Service-Token`, or a bearer token.
+pub fn presented(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::trim);
     header("x-vault-token")
         .or_else(|| header("x-service-token"))
         .or_else(|| header("authorization").and_then(|v| v.strip_prefix("Bearer ")).map(str::trim))
@@ -251,9 +252,30 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = BrokerError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let secret = presented(parts).ok_or(BrokerError::PermissionDenied)?;
-        let token = tokens::resolve(state.store.as_ref(), secret).await?.ok_or(BrokerError::PermissionDenied)?;
+        let secret = presented(&parts.headers).ok_or(BrokerError::PermissionDenied)?;
+        let now = chrono::Utc::now().timestamp();
+        let token = tokens::authenticate(state.store.as_ref(), secret, now).await?;
+        let token = token.ok_or(BrokerError::PermissionDenied)?;
+        if token.is_being_revoked() {
+            // Its last use: the job revokes it and what it holds.
+            state.work.notify_one();
+        }
         Ok(Caller(token))
+    }
+}
+
+/// A boolean field as Vault's field data reads one: a JSON boolean or its string form; `None`
+/// when absent.
+pub fn flag(body: &Map<String, Value>, name: &str) -> Result<Option<bool>, BrokerError> {
+    match body.get(name) {
+        None => Ok(None),
+        Some(Value::Bool(value)) => Ok(Some(*value)),
+        Some(Value::String(raw)) => match raw.to_ascii_lowercase().as_str() {
+            "" | "false" | "f" | "0" => Ok(Some(false)),
+            "true" | "t" | "1" => Ok(Some(true)),
+            _ => Err(BrokerError::invalid(format!("{name} must be a boolean"))),
+        },
+        Some(_) => Err(BrokerError::invalid(format!("{name} must be a boolean"))),
     }
 }
 

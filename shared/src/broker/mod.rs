@@ -21,6 +21,7 @@ mod rotation;
 pub mod statics;
 mod sys;
 mod sys_leases;
+mod sys_tokens;
 pub mod template;
 pub mod tokens;
 
@@ -41,6 +42,7 @@ pub fn router() -> Router<AppState> {
     let v1 = Router::new()
         .merge(sys::routes())
         .merge(sys_leases::routes())
+        .merge(sys_tokens::routes())
         .merge(identity::routes())
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })

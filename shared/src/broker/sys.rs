@@ -1,10 +1,9 @@
-//! Vault's own endpoints the broker serves: `sys/mounts`, `sys/policies/acl` (and the older
-//! `sys/policy`), and `auth/token` create / create-orphan / lookup-self / revoke-self / revoke /
-//! revoke-accessor.
+//! Vault's own endpoints the broker serves: `sys/mounts` and `sys/policies/acl` (and the older
+//! `sys/policy`). The token store's are `sys_tokens.rs`, the leases' `sys_leases.rs`.
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
@@ -12,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::error::{BrokerError, Result};
 use super::http::{is_list, Caller, VaultBody, VaultPath, VaultResponse};
 use super::request::Operation;
-use super::{duration, leases, mounts, policies, tokens};
+use super::{leases, mounts, policies};
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -23,12 +22,6 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/sys/policies/acl/{name}", get(show_policy).post(write_policy).put(write_policy).delete(delete_policy))
         .route("/sys/policy", get(list_policies_legacy))
         .route("/sys/policy/{name}", get(show_policy_legacy).post(write_policy).put(write_policy).delete(delete_policy))
-        .route("/auth/token/create", post(create_token).put(create_token))
-        .route("/auth/token/create-orphan", post(create_orphan).put(create_orphan))
-        .route("/auth/token/lookup-self", get(lookup_self))
-        .route("/auth/token/revoke-self", post(revoke_self).put(revoke_self))
-        .route("/auth/token/revoke", post(revoke_token).put(revoke_token))
-        .route("/auth/token/revoke-accessor", post(revoke_accessor).put(revoke_accessor))
 }
 
 async fn authorize(state: &AppState, caller: &Caller, path: &str, capability: &str) -> Result<()> {
@@ -171,92 +164,4 @@ async fn delete_policy(
     authorize(&state, &caller, &checked, "delete").await?;
     policies::delete(state.store.as_ref(), &name).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-async fn create_token(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
-    authorize(&state, &caller, tokens::CREATE_PATH, "update").await?;
-    let body = body.object()?;
-    // As Vault: `no_parent` takes root or `sudo` on this path; `create-orphan` is ACL'd itself.
-    let orphan = flag(&body, "no_parent")?;
-    if orphan && !policies::allowed(state.store.as_ref(), &caller.0, tokens::CREATE_PATH, "sudo").await? {
-        return Err(BrokerError::invalid("root or sudo privileges required to create orphan token"));
-    }
-    let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, new_token(&body, orphan)?).await?;
-    Ok(VaultResponse::auth(tokens::auth(&secret, &token)))
-}
-
-async fn create_orphan(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
-    authorize(&state, &caller, tokens::CREATE_ORPHAN_PATH, "update").await?;
-    let new = new_token(&body.object()?, true)?;
-    let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, new).await?;
-    Ok(VaultResponse::auth(tokens::auth(&secret, &token)))
-}
-
-/// The token a create request asks for.
-fn new_token(body: &Map<String, Value>, orphan: bool) -> Result<tokens::NewToken> {
-    let policies = match body.get("policies") {
-        None | Some(Value::Null) => None,
-        Some(Value::Array(items)) => Some(items.iter().filter_map(Value::as_str).map(str::to_owned).collect()),
-        Some(Value::String(list)) => Some(list.split(',').map(|p| p.trim().to_owned()).collect()),
-        Some(_) => return Err(BrokerError::invalid("policies must be a list of policy names")),
-    };
-    let ttl = match body.get("ttl") {
-        None | Some(Value::Null) => None,
-        Some(value) => Some(duration::parse(value).map_err(BrokerError::invalid)?),
-    };
-    let display_name = body.get("display_name").and_then(Value::as_str).map(str::to_owned);
-    Ok(tokens::NewToken { policies, ttl, display_name, orphan })
-}
-
-/// A boolean field as Vault's field data reads one: a JSON boolean or its string form.
-pub(super) fn flag(body: &Map<String, Value>, name: &str) -> Result<bool> {
-    match body.get(name) {
-        None | Some(Value::Null) => Ok(false),
-        Some(Value::Bool(value)) => Ok(*value),
-        Some(Value::String(raw)) => match raw.to_ascii_lowercase().as_str() {
-            "" | "false" | "f" | "0" => Ok(false),
-            "true" | "t" | "1" => Ok(true),
-            _ => Err(BrokerError::invalid(format!("{name} must be a boolean"))),
-        },
-        Some(_) => Err(BrokerError::invalid(format!("{name} must be a boolean"))),
-    }
-}
-
-async fn lookup_self(
-    State(state): State<AppState>,
-    caller: Caller,
-    headers: axum::http::HeaderMap,
-) -> Result<VaultResponse> {
-    authorize(&state, &caller, "auth/token/lookup-self", "read").await?;
-    let secret = ["x-vault-token", "x-service-token"]
-        .iter()
-        .find_map(|name| headers.get(*name).and_then(|v| v.to_str().ok()))
-        .unwrap_or_default();
-    Ok(VaultResponse::data(tokens::lookup(secret, &caller.0)))
-}
-
-async fn revoke_self(State(state): State<AppState>, caller: Caller) -> Result<StatusCode> {
-    authorize(&state, &caller, "auth/token/revoke-self", "update").await?;
-    tokens::revoke(&state, &caller.0).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-async fn revoke_token(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<StatusCode> {
-    authorize(&state, &caller, "auth/token/revoke", "update").await?;
-    let secret = required(&body.object()?, "token", "missing token ID")?;
-    tokens::revoke_secret(&state, &secret).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-async fn revoke_accessor(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<StatusCode> {
-    authorize(&state, &caller, "auth/token/revoke-accessor", "update").await?;
-    let accessor = required(&body.object()?, "accessor", "missing accessor")?;
-    tokens::revoke_accessor(&state, &accessor).await?;
-    Ok(StatusCode::NO_CONTENT)
-}
-
-/// A string field that must be present and non-empty.
-fn required(body: &Map<String, Value>, name: &str, missing: &str) -> Result<String> {
-    let value = body.get(name).and_then(Value::as_str).map(str::trim).filter(|v| !v.is_empty());
-    value.map(str::to_owned).ok_or_else(|| BrokerError::invalid(missing))
 }

@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::error::{BrokerError, Result};
 use super::http::{is_list, Caller, VaultBody, VaultPath, VaultResponse};
 use super::leases::Revocation;
-use super::{duration, leases, policies, sys};
+use super::{duration, http, leases, policies};
 use crate::state::AppState;
 
 pub(super) fn routes() -> Router<AppState> {
@@ -111,7 +111,7 @@ async fn revoke_prefix(
 ) -> Result<StatusCode> {
     policies::require_sudo(state.store.as_ref(), &caller.0, &checked, "update").await?;
     let body = body.object()?;
-    let sync = body.get("sync").is_none_or(Value::is_null) || sys::flag(&body, "sync")?;
+    let sync = http::flag(&body, "sync")?.unwrap_or(true);
     let how = if sync { Revocation::Sync } else { Revocation::Queued };
     let done = leases::revoke_prefix(&state, &prefix, how).await?;
     Ok(if sync && done.queued == 0 { StatusCode::NO_CONTENT } else { StatusCode::ACCEPTED })

@@ -273,6 +273,15 @@ pub fn broker_policies() -> Query {
     Query::partition("BROKER", "POLICY#")
 }
 
+/// A token role of the broker's token store (`auth/token/roles/:name`).
+pub fn broker_token_role(name: &str) -> Key {
+    Key::new("BROKER", format!("TOKENROLE#{name}"))
+}
+
+pub fn broker_token_roles() -> Query {
+    Query::partition("BROKER", "TOKENROLE#")
+}
+
 pub fn broker_mount(path: &str) -> Key {
     Key::new("BROKER", format!("MOUNT#{path}"))
 }

@@ -50,7 +50,8 @@ struct Session {
 /// Who the signed-in token is.
 pub enum Who {
     Hangar(Principal),
-    Broker(ServiceToken),
+    /// Boxed: a broker token is several times the size of a principal.
+    Broker(Box<ServiceToken>),
 }
 
 /// The caller of a console page: a live session and its token, resolved again for this request.
@@ -103,7 +104,8 @@ pub async fn sign_in(store: &dyn ItemStore, secret: &str, now: i64) -> Result<Op
     let kind = match auth::resolve(store, secret).await? {
         Some(Principal::Agent(_)) => return Ok(None),
         Some(_) => TokenKind::Hangar,
-        None if broker_tokens::resolve(store, secret).await?.is_some() => TokenKind::Broker,
+        // A token with limited uses opens no session: every page would have to spend one.
+        None if broker_tokens::resolve(store, secret).await?.is_some_and(|t| !t.is_limited_use()) => TokenKind::Broker,
         None => return Ok(None),
     };
     let lifetime = i64::try_from(SESSION_LIFETIME.as_secs()).unwrap_or(i64::MAX);
@@ -134,7 +136,10 @@ pub async fn open(store: &dyn ItemStore, id: &str, now: i64) -> Result<Option<Vi
             Some(Principal::Agent(_)) | None => None,
             Some(principal) => Some(Who::Hangar(principal)),
         },
-        TokenKind::Broker => broker_tokens::resolve_hash(store, &session.token_hash).await?.map(Who::Broker),
+        TokenKind::Broker => broker_tokens::resolve_hash(store, &session.token_hash)
+            .await?
+            .filter(|t| !t.is_limited_use())
+            .map(|t| Who::Broker(Box::new(t))),
     };
     let Some(who) = who else { return Ok(None) };
     Ok(Some(Viewer { who, form_token: session.form_token, session_hash }))

@@ -14,6 +14,7 @@ mod limits;
 mod paths;
 mod static_roles;
 mod sts;
+mod token_parameters;
 mod tokens;
 mod workload_identity;
 

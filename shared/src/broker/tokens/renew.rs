@@ -1,0 +1,109 @@
+//! `auth/token/renew-self`, `renew` and `renew-accessor`: a token's TTL extended as Vault's
+//! token store extends it. A periodic token gets its period again; any other gets the
+//! increment (else its original TTL), never past its explicit max TTL nor the system's max
+//! counted from its creation. A child is never renewed past its parent's expiry.
+
+use std::time::Duration;
+
+use super::{by_accessor, resolve, resolve_hash, standing, ServiceToken, MAX_TTL};
+use crate::broker::error::{BrokerError, Result};
+use crate::store::{Condition, ItemStore};
+
+/// Which token a renewal names.
+pub enum Renewal<'a> {
+    /// The caller's own (`renew-self`), with the secret it presented.
+    Own(&'a ServiceToken, &'a str),
+    /// The token a secret names (`renew`).
+    Secret(&'a str),
+    /// The token an accessor names (`renew-accessor`): the answer shows no secret.
+    Accessor(&'a str),
+}
+
+/// Renews the token `which` names by `increment`; returns the secret to show (empty for an
+/// accessor) and the renewed token.
+pub async fn renew(
+    store: &dyn ItemStore,
+    which: Renewal<'_>,
+    increment: Option<Duration>,
+    now: i64,
+) -> Result<(String, ServiceToken)> {
+    let (shown, token) = match which {
+        Renewal::Own(token, secret) => (secret.to_owned(), token.clone()),
+        Renewal::Secret(secret) => {
+            let token = resolve(store, secret).await?.ok_or_else(|| BrokerError::invalid("token not found"))?;
+            (secret.to_owned(), token)
+        }
+        Renewal::Accessor(accessor) => {
+            let invalid = || BrokerError::invalid("invalid accessor");
+            let found = by_accessor(store, accessor).await?.ok_or_else(invalid)?;
+            (String::new(), resolve_hash(store, &found.hash).await?.ok_or_else(invalid)?)
+        }
+    };
+    if token.batch {
+        return Err(BrokerError::invalid("batch tokens cannot be renewed"));
+    }
+    if !token.renewable() {
+        return Err(BrokerError::invalid("lease is not renewable"));
+    }
+    let mut expire_at = renewed_expiry(&token, increment, now)?;
+    if let Some(parent) = &token.parent {
+        if let Some(parent_expiry) = by_accessor(store, parent).await?.and_then(|parent| parent.expire_at) {
+            expire_at = expire_at.min(parent_expiry);
+        }
+    }
+    let renewed = ServiceToken { expire_at: Some(expire_at), last_renewal: Some(now), ..token };
+    match store.put(renewed.to_item()?, standing()).await {
+        Err(e) if e.is_condition_failed() => return Err(BrokerError::invalid("token not found")),
+        other => other?,
+    }
+    // The accessor's pointer lives as long as the token.
+    store.put(renewed.pointer()?, Condition::Always).await?;
+    Ok((shown, renewed))
+}
+
+/// When a renewal at `now` makes the token expire, as Vault's `CalculateTTL` decides it.
+fn renewed_expiry(token: &ServiceToken, increment: Option<Duration>, now: i64) -> Result<i64> {
+    let seconds = |secs: u64| i64::try_from(secs).unwrap_or(i64::MAX);
+    let most = if token.explicit_max_ttl > 0 { token.explicit_max_ttl.min(MAX_TTL) } else { MAX_TTL };
+    let explicit_end =
+        (token.explicit_max_ttl > 0).then(|| token.creation_time.saturating_add(seconds(token.explicit_max_ttl)));
+    if token.period > 0 {
+        let end = now.saturating_add(seconds(token.period.min(most)));
+        return Ok(explicit_end.map_or(end, |cap| end.min(cap)));
+    }
+    let cap = token.creation_time.saturating_add(seconds(most));
+    if cap <= now {
+        return Err(BrokerError::Failed("past the max TTL, cannot renew".into()));
+    }
+    let ttl = increment.map(|d| d.as_secs()).filter(|&secs| secs > 0).unwrap_or(token.ttl);
+    Ok(now.saturating_add(seconds(ttl)).min(cap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(ttl: u64, explicit_max_ttl: u64, period: u64) -> ServiceToken {
+        ServiceToken {
+            ttl,
+            explicit_max_ttl,
+            period,
+            expire_at: Some(1000 + ttl as i64),
+            ..ServiceToken::new("h".into(), vec![], "token".into(), 1000)
+        }
+    }
+
+    #[test]
+    fn a_periodic_token_gets_its_period_again_within_its_explicit_max() {
+        assert_eq!(renewed_expiry(&token(60, 0, 60), None, 5000).unwrap(), 5060);
+        assert_eq!(renewed_expiry(&token(60, 100, 60), None, 1050).unwrap(), 1100);
+    }
+
+    #[test]
+    fn any_other_gets_the_increment_else_its_ttl_within_its_max_from_creation() {
+        assert_eq!(renewed_expiry(&token(600, 0, 0), None, 1100).unwrap(), 1700);
+        assert_eq!(renewed_expiry(&token(600, 0, 0), Some(Duration::from_secs(60)), 1100).unwrap(), 1160);
+        assert_eq!(renewed_expiry(&token(600, 900, 0), None, 1500).unwrap(), 1900);
+        assert!(renewed_expiry(&token(600, 900, 0), None, 1900).is_err(), "past the max TTL");
+    }
+}
