@@ -92,8 +92,10 @@ pub async fn write_root(state: &AppState, mount: &Mount, body: &Map<String, Valu
         None | Some(Value::Null) => None,
         Some(value) => Some(duration::parse(value).map_err(BrokerError::invalid)?.as_secs()),
     };
+    // 0 is unset, as Vault reads it.
+    let identity_token_ttl = identity_token_ttl.filter(|&ttl| ttl > 0);
     let most = state.config.broker_aws.max_identity_token_ttl;
-    if identity_token_ttl.is_some_and(|ttl| ttl > most.as_secs() || ttl == 0) {
+    if identity_token_ttl.is_some_and(|ttl| ttl > most.as_secs()) {
         return Err(BrokerError::invalid(format!(
             "identity_token_ttl must be from 1s to {} (HANGAR_BROKER_MAX_IDENTITY_TOKEN_TTL)",
             duration::format(most)
@@ -317,11 +319,17 @@ fn web_identity(state: &AppState, mount: &Mount, config: &RootConfig) -> Result<
     let base_url = state.config.public_url.clone().ok_or_else(|| {
         BrokerError::invalid("workload identity needs HANGAR_PUBLIC_URL: AWS reads the issuer's keys there")
     })?;
+    // The bounds hold for a configuration written before them, or before they were narrowed.
+    let limits = &state.config.broker_aws;
+    check_identity_sts_endpoint(config.sts_endpoint.as_deref(), &limits.identity_sts_endpoints)?;
     let token = TokenRequest {
         base_url,
         audience: audience.clone(),
         subject: identity::mount_subject(&mount.uuid),
-        ttl_secs: config.identity_token_ttl.unwrap_or(DEFAULT_IDENTITY_TOKEN_TTL),
+        ttl_secs: config
+            .identity_token_ttl
+            .unwrap_or(DEFAULT_IDENTITY_TOKEN_TTL)
+            .min(limits.max_identity_token_ttl.as_secs()),
     };
     Ok(Some(WebIdentity { role_arn: role_arn.clone(), token, signer }))
 }

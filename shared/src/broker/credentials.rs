@@ -300,16 +300,26 @@ async fn iam_user(
     tags.push((intents::REQUEST_TAG.to_owned(), intent.nonce.clone()));
     if let Err(e) = cloud.create_user(&name, path, boundary, &tags).await {
         // A name taken by a user carrying the record's nonce is this request's: the SDK retried
-        // a `CreateUser` whose answer was lost, and IAM refused the retry.
-        if !(e.fault().code() == Some("EntityAlreadyExists") && intents::is_own(cloud, &intent).await) {
+        // a `CreateUser` whose answer was lost, and IAM refused the retry. A user IAM cannot
+        // tell us about leaves the record to the job, which asks again.
+        let owner = match e.fault().code() {
+            Some("EntityAlreadyExists") => Some(intents::owner(cloud, &intent).await),
+            _ => None,
+        };
+        match owner {
+            Some(Ok(intents::Owner::Record)) => {
+                tracing::info!(user = %name, "CreateUser's answer was lost and its retry found the user: taken as created");
+            }
+            Some(Err(_)) => return Err(e.into()),
             // A refusal IAM answered created nothing (and a name taken is someone else's user);
             // anything else may have created it, which the job finds out.
-            if !e.is_on_aws_side() {
-                intents::forget(store, &intent).await?;
+            _ => {
+                if !e.is_on_aws_side() {
+                    intents::forget(store, &intent).await?;
+                }
+                return Err(e.into());
             }
-            return Err(e.into());
         }
-        tracing::info!(user = %name, "CreateUser's answer was lost and its retry found the user: taken as created");
     }
     let key = match attach_and_key(cloud, role, &name).await {
         Ok(key) => key,

@@ -84,17 +84,27 @@ pub async fn record(store: &dyn ItemStore, mount: &Mount, user: &str) -> Result<
 /// the SDK's retry, as it would to a stranger's user of the same name).
 pub const REQUEST_TAG: &str = "hangar:request";
 
-/// Whether the record's user exists and carries its nonce ([`REQUEST_TAG`]): then it is the
-/// record's, whatever refused its creation. A user IAM cannot show is not taken as the record's.
-pub async fn is_own(cloud: &SharedCloud, intent: &UserIntent) -> bool {
-    if intent.nonce.is_empty() {
-        return false;
-    }
+/// Whose the user a record names is, by its nonce ([`REQUEST_TAG`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Owner {
+    /// It carries the record's nonce: the record's, whatever refused its creation.
+    Record,
+    /// It carries another nonce or none: someone else's user of the same name.
+    Stranger,
+    /// IAM does not know it (yet).
+    Nobody,
+}
+
+/// Whose the user a record names is. A record written before nonces existed owns any user of
+/// its name, as it did then.
+pub async fn owner(cloud: &SharedCloud, intent: &UserIntent) -> Result<Owner> {
     match cloud.get_user(Some(&intent.user)).await {
-        Ok(user) => user.tags.iter().any(|(key, value)| key == REQUEST_TAG && *value == intent.nonce),
-        Err(e) => {
-            tracing::warn!(user = %intent.user, error = %e, "could not tell whose the existing IAM user is");
-            false
+        Err(crate::aws::CloudError::NotFound(_)) => Ok(Owner::Nobody),
+        Err(e) => Err(e.into()),
+        Ok(_) if intent.nonce.is_empty() => Ok(Owner::Record),
+        Ok(user) => {
+            let carries = user.tags.iter().any(|(key, value)| key == REQUEST_TAG && *value == intent.nonce);
+            Ok(if carries { Owner::Record } else { Owner::Stranger })
         }
     }
 }
@@ -161,8 +171,8 @@ pub async fn roll_back_mount(state: &AppState, mount: &Mount) -> Result<()> {
     for found in crate::store::query_all(state.store.as_ref(), keys::mount_user_intents(&mount.uuid)).await? {
         let intent: UserIntent = found.parse()?;
         let cloud = clouds.get(state, mount).await?;
-        if let Deletion::Absent = claim_and_delete(state.store.as_ref(), &cloud, &intent).await? {
-            tracing::info!(user = %intent.user, "IAM user of an unmounted mount not found; taken as never created");
+        if claim_and_delete(state.store.as_ref(), &cloud, &intent).await? != Some(Deletion::Deleted) {
+            tracing::info!(user = %intent.user, "IAM user of an unmounted mount not found, or not its own; left");
         }
         state.store.delete(&found.key, Condition::Always).await?;
     }
@@ -170,21 +180,33 @@ pub async fn roll_back_mount(state: &AppState, mount: &Mount) -> Result<()> {
 }
 
 /// Claims the record, deletes the user, and forgets the record once the user is gone: deleted
-/// now, or unknown to IAM and older than its consistency window. True when a user was deleted.
+/// now, or unknown to IAM and older than its consistency window, or someone else's (left
+/// alone). True when a user was deleted.
 async fn roll_back(store: &dyn ItemStore, cloud: &SharedCloud, intent: &UserIntent, now: i64) -> Result<bool> {
     let deletion = claim_and_delete(store, cloud, intent).await?;
-    if deletion == Deletion::Deleted || intent.old_enough_to_be_gone(now) {
+    if deletion != Some(Deletion::Absent) || intent.old_enough_to_be_gone(now) {
         store.delete(&intent.key(), Condition::Always).await?;
-        if deletion == Deletion::Deleted {
-            tracing::info!(user = %intent.user, "IAM user left without a lease rolled back");
+        match deletion {
+            Some(Deletion::Deleted) => tracing::info!(user = %intent.user, "IAM user left without a lease rolled back"),
+            None => tracing::warn!(
+                user = %intent.user,
+                "an IAM user of the name a request was creating is not that request's; left alone"
+            ),
+            Some(Deletion::Absent) => {}
         }
     }
-    Ok(deletion == Deletion::Deleted)
+    Ok(deletion == Some(Deletion::Deleted))
 }
 
-async fn claim_and_delete(store: &dyn ItemStore, cloud: &SharedCloud, intent: &UserIntent) -> Result<Deletion> {
+/// Claims the record and deletes its user, if the user is the record's; `None` for someone
+/// else's user of the same name, which is left alone.
+async fn claim_and_delete(store: &dyn ItemStore, cloud: &SharedCloud, intent: &UserIntent) -> Result<Option<Deletion>> {
     store.update(&intent.key(), vec![UpdateOp::set("claimed", true)], Condition::Exists).await?;
-    Ok(cloud.delete_user(&intent.user).await?)
+    match owner(cloud, intent).await? {
+        Owner::Stranger => Ok(None),
+        Owner::Nobody => Ok(Some(Deletion::Absent)),
+        Owner::Record => Ok(Some(cloud.delete_user(&intent.user).await?)),
+    }
 }
 
 fn ignore_condition(e: crate::store::StoreError) -> std::result::Result<(), crate::store::StoreError> {

@@ -18,6 +18,7 @@ pub mod policies;
 mod request;
 pub mod roles;
 mod rotation;
+mod static_claims;
 pub mod statics;
 mod sys;
 mod sys_leases;

@@ -512,7 +512,7 @@ fn tags(value: &Value) -> Result<BTreeMap<String, String>, String> {
     if pairs.iter().any(|(key, _)| key.is_empty()) {
         return Err("iam_tags keys must not be empty".to_owned());
     }
-    if pairs.iter().any(|(key, _)| key == super::intents::REQUEST_TAG) {
+    if pairs.iter().any(|(key, _)| key.eq_ignore_ascii_case(super::intents::REQUEST_TAG)) {
         return Err(format!("iam_tags may not set {}: the broker tags its users with it", super::intents::REQUEST_TAG));
     }
     let tags: BTreeMap<String, String> = pairs.into_iter().collect();

@@ -12,7 +12,8 @@ use serde_json::json;
 use super::config::{self, MountClouds};
 use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
-use super::statics::{self, StaticRole};
+use super::static_claims;
+use super::statics::{self, Claim, StaticRole};
 use super::tokens;
 use super::{intents, leases};
 use crate::seal::{Resealed, RESEAL_PER_RUN};
@@ -92,9 +93,10 @@ async fn rotate_due(state: &AppState, clouds: &mut MountClouds, limit: usize, no
     Ok(rotated)
 }
 
-/// Claims a due role (conditional on its schedule being unchanged) and rotates its key. A lost
-/// claim, or a role whose mount is gone, is `Ok(false)`; a failure leaves the stored key as it
-/// was and reschedules soon.
+/// Claims a due role (conditional on its schedule being unchanged, with a write-ahead
+/// [`Claim`] of the user's keys) and rotates its key. A lost claim, or a role whose mount is
+/// gone, is `Ok(false)`; a failure leaves the stored key as it was and the role due at once, its
+/// claim kept, so the next run deletes a key whose answer was lost before it rotates again.
 async fn rotate(
     state: &AppState,
     role: StaticRole,
@@ -104,66 +106,104 @@ async fn rotate(
 ) -> std::result::Result<bool, (String, BrokerError)> {
     let name = role.name.clone();
     let fail = |e: BrokerError| (name.clone(), e);
+    let period = role.rotation_period as i64;
     if role.is_being_written() {
-        // A claimed role is due once its claim has expired: the write that claimed it died, so
+        // A written role is due once its claim has expired: the write that claimed it died, so
         // its claim is rolled back. Until then the role rotates from the schedule the write sets.
-        let Some(mount) = mount.filter(|_| statics::claim_expired(state, &role, now)) else { return Ok(false) };
+        let Some(mount) = mount.filter(|_| static_claims::expired(state, &role, now)) else { return Ok(false) };
         let cloud = clouds.get(state, mount).await.map_err(fail)?;
-        statics::roll_back(state, &cloud, &role).await.map_err(fail)?;
+        static_claims::roll_back(state, &cloud, &role).await.map_err(fail)?;
         return Ok(false);
     }
-    let mut claimed = role.clone();
-    claimed.next_rotation = now + role.rotation_period as i64;
-    let claim = statics::item(&claimed).map_err(fail)?;
+    // A user the deployment no longer allows gets no new key; the role stays, moved on a
+    // period, and rotates again once the list allows its user. So does a role whose mount is
+    // gone, which unmounting removes.
+    let Some(mount) = mount.filter(|_| statics::user_allowed(state, &role)) else {
+        if mount.is_some() {
+            tracing::warn!(
+                role = %name,
+                user = %role.username,
+                "static role not rotated: its IAM user is not allowed by this deployment (HANGAR_BROKER_STATIC_USERS)"
+            );
+        }
+        let moved = StaticRole { next_rotation: now + period, ..role.clone() };
+        let _ = state.store.put(statics::item(&moved).map_err(fail)?, unchanged(&role)).await;
+        return Ok(false);
+    };
+    let cloud = clouds.get(state, mount).await.map_err(fail)?;
+    let mut role = role;
+    if role.claim.is_some() {
+        // A rotation that died after `CreateAccessKey`: the key nobody holds goes first.
+        static_claims::roll_back(state, &cloud, &role).await.map_err(fail)?;
+        match statics::load(state.store.as_ref(), mount, &name).await.map_err(fail)? {
+            Some(fresh) if fresh.claim.is_none() && !fresh.is_being_written() => role = fresh,
+            _ => return Ok(false),
+        }
+    }
+    statics::check_same_user(&cloud, &role).await.map_err(fail)?;
+    let keys_before = cloud.list_access_keys(Some(&role.username)).await.map_err(|e| fail(e.into()))?;
+    let ids = keys_before.iter().map(|key| key.id.clone()).collect();
+    let claimed = StaticRole {
+        next_rotation: now + period,
+        claim: Some(Claim { at: now, keys_before: ids, replaced: None }),
+        ..role.clone()
+    };
     // On the key read too, so a claim never writes back a key the reseal pass has rebound.
-    let unchanged = Condition::equals("next_rotation", role.next_rotation)
-        .and(Condition::equals("sealed_secret_key", role.sealed_secret_key.clone()));
-    match state.store.put(claim, unchanged).await {
+    match state.store.put(statics::item(&claimed).map_err(fail)?, unchanged(&role)).await {
         Err(e) if e.is_condition_failed() => return Ok(false),
         other => other.map_err(|e| fail(e.into()))?,
     }
-    let Some(mount) = mount else { return Ok(false) };
-    // A user the deployment no longer allows gets no new key; the role stays, claimed for a
-    // period, and rotates again once the list allows its user.
-    if !statics::user_allowed(state, &role) {
-        tracing::warn!(
-            role = %name,
-            user = %role.username,
-            "static role not rotated: its IAM user is not allowed by this deployment (HANGAR_BROKER_STATIC_USERS)"
-        );
-        return Ok(false);
-    }
-    let rotated: Result<StaticRole> = async {
-        let cloud = clouds.get(state, mount).await?;
-        statics::check_same_user(&cloud, &role).await?;
-        let key = statics::new_key(&cloud, &role.username, Some(&role.access_key)).await?;
-        let mut next = claimed.clone();
-        next.previous_access_key = Some(std::mem::replace(&mut next.access_key, key.id));
-        let context = statics::key_context(&next.mount_uuid, &next.name);
-        next.sealed_secret_key = state.sealer.seal_for(&context, &key.secret).await?;
-        Ok(next)
-    }
-    .await;
-    match rotated {
-        Ok(next) => {
-            let written = statics::item(&next).map_err(fail)?;
-            state
-                .store
-                .put(written, Condition::equals("next_rotation", claimed.next_rotation))
-                .await
-                .map_err(|e| fail(e.into()))?;
-            Ok(true)
-        }
+    let made = statics::new_key_beside(&cloud, &role.username, keys_before, Some(&role.access_key)).await;
+    let stored = match made {
+        Ok(key) => store_rotated(state, &cloud, &claimed, &role, key).await,
+        Err(e) => Err(e),
+    };
+    match stored {
+        Ok(()) => Ok(true),
         Err(e) => {
-            // Retry on the next run rather than a whole period later.
-            let mut retry = claimed;
-            retry.next_rotation = now;
+            // Due again at once, its claim kept: the next run deletes what this one may have made.
+            let retry = StaticRole { next_rotation: now, ..claimed.clone() };
             if let Ok(written) = statics::item(&retry) {
-                let claim = Condition::equals("next_rotation", now + role.rotation_period as i64)
-                    .and(Condition::equals("sealed_secret_key", role.sealed_secret_key.clone()));
-                let _ = state.store.put(written, claim).await;
+                let _ = state.store.put(written, unchanged(&claimed)).await;
             }
             Err(fail(e))
         }
     }
+}
+
+/// Stores `key` as the role's (the one it had becomes its previous), over the claimed role as
+/// read; a key that cannot be stored is deleted (the claim keeps it, if that fails too).
+async fn store_rotated(
+    state: &AppState,
+    cloud: &crate::aws::SharedCloud,
+    claimed: &StaticRole,
+    role: &StaticRole,
+    key: crate::aws::AccessKey,
+) -> Result<()> {
+    let stored = async {
+        let context = statics::key_context(&role.mount_uuid, &role.name);
+        let next = StaticRole {
+            access_key: key.id.clone(),
+            previous_access_key: Some(role.access_key.clone()),
+            sealed_secret_key: state.sealer.seal_for(&context, &key.secret).await?,
+            claim: None,
+            ..claimed.clone()
+        };
+        // Deleted or rewritten meanwhile: the new key is nobody's.
+        state.store.put(statics::item(&next)?, unchanged(claimed)).await?;
+        Ok::<_, BrokerError>(())
+    }
+    .await;
+    if stored.is_err() {
+        if let Err(undo) = cloud.delete_access_key(Some(&role.username), &key.id).await {
+            tracing::warn!(role = %role.name, key = %key.id, error = %undo, "an unstored rotated key could not be deleted; the claim keeps it");
+        }
+    }
+    stored
+}
+
+/// The condition that a role's schedule and key are as read.
+fn unchanged(role: &StaticRole) -> Condition {
+    Condition::equals("next_rotation", role.next_rotation)
+        .and(Condition::equals("sealed_secret_key", role.sealed_secret_key.clone()))
 }

@@ -9,6 +9,8 @@ use serde_json::{Map, Value};
 
 use super::error::{BrokerError, Result};
 use super::mounts::{self, Mount};
+pub use super::static_claims::Claim;
+use super::static_claims::{self as claims};
 use super::{config, duration};
 use crate::aws::{self, SharedCloud};
 use crate::seal::{Resealed, SealContext};
@@ -37,25 +39,9 @@ pub struct StaticRole {
     /// the next rotation, and deleting the role deletes it too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_access_key: Option<String>,
-    /// While a write makes the role's key: its write-ahead record ([`Claim`]).
+    /// While a write or a rotation makes the role's key: its write-ahead record ([`Claim`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claim: Option<Claim>,
-}
-
-/// The write-ahead record of a static-role write, stored in the role before `CreateAccessKey` is
-/// sent: the keys its user held before, so that a key made by a write that died is known as
-/// nobody's, and the role it replaces, to put back. The role is due in the schedule once the
-/// claim expires, `HANGAR_BROKER_ROLLBACK_MIN_AGE` after it was made, and the scheduled job (or
-/// the next write or delete of the role) then rolls it back ([`roll_back`]).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Claim {
-    /// When the write claimed the role (unix seconds).
-    pub at: i64,
-    /// The ids of the access keys the user held before the write.
-    pub keys_before: Vec<String>,
-    /// The role as it was before the write, if it existed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replaced: Option<Box<StaticRole>>,
 }
 
 /// The IAM path in a user's ARN (`arn:…:user/<path>/<name>` gives `/<path>/`).
@@ -106,7 +92,7 @@ pub async fn new_key(cloud: &SharedCloud, user: &str, keep: Option<&str>) -> Res
 }
 
 /// [`new_key`], the user's keys already listed.
-async fn new_key_beside(
+pub(super) async fn new_key_beside(
     cloud: &SharedCloud,
     user: &str,
     mut existing: Vec<aws::AccessKeyInfo>,
@@ -163,7 +149,7 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
     let mut existing = load(state.store.as_ref(), mount, name).await?;
     if let Some(claimed) = existing.as_ref().filter(|role| role.is_being_written()) {
         let (cloud, _) = config::mount_cloud(state, mount).await?;
-        existing = settle_claim(state, &cloud, mount, claimed).await?;
+        existing = claims::settle(state, &cloud, mount, claimed).await?;
     }
     let username = match body.get("username").and_then(Value::as_str).map(str::trim).filter(|u| !u.is_empty()) {
         Some(username) => username.to_owned(),
@@ -240,23 +226,8 @@ pub async fn write(state: &AppState, mount: &Mount, name: &str, body: &Map<Strin
     }
 }
 
-/// What a role's `sealed_secret_key` holds while a write that claimed it makes its key: what
-/// the writes of that key are conditioned on.
-const BEING_WRITTEN: &str = "being-written:";
-
-impl StaticRole {
-    /// Whether a write has claimed the role and is making its key (no key to give out yet).
-    pub fn is_being_written(&self) -> bool {
-        self.sealed_secret_key.starts_with(BEING_WRITTEN)
-    }
-}
-
 fn changed_meanwhile(name: &str) -> BrokerError {
     BrokerError::Conflict(format!("static role {name} was changed by another request; try again"))
-}
-
-fn being_written(name: &str) -> BrokerError {
-    BrokerError::Conflict(format!("static role {name} is being written by another request; try again"))
 }
 
 /// Refuses the IAM user the mount's `config/root` signs in as: a static role would rotate the
@@ -271,7 +242,13 @@ async fn check_not_the_engines_own(
 ) -> Result<()> {
     let own = match root.access_key.is_empty() {
         false => keys.iter().any(|key| key.id == root.access_key),
-        true => cloud.get_user(None).await.is_ok_and(|own| own.id == user.id),
+        // Refused by IAM (credentials that are no user's, a policy without GetUser on itself):
+        // no user of IAM's to compare; AWS not answering is retried by the caller.
+        true => match cloud.get_user(None).await {
+            Ok(own) => own.id == user.id,
+            Err(e) if e.is_on_aws_side() => return Err(e.into()),
+            Err(_) => false,
+        },
     };
     match own {
         true => Err(BrokerError::invalid(format!(
@@ -297,13 +274,13 @@ async fn with_new_key(
 ) -> Result<()> {
     let name = role.name.clone();
     let now = chrono::Utc::now().timestamp();
-    let marker = format!("{BEING_WRITTEN}{}", crate::ids::random_token(16));
+    let marker = claims::marker();
     let period = role.rotation_period as i64;
     role.sealed_secret_key = marker.clone();
     let keys = keys_before.iter().map(|key| key.id.clone()).collect();
     role.claim = Some(Claim { at: now, keys_before: keys, replaced: replaced.clone().map(Box::new) });
     // Due in the schedule once the claim expires, for the job to roll back a write that died.
-    role.next_rotation = now + claim_lifetime(state);
+    role.next_rotation = now + claims::lifetime(state);
     match state.store.put(item(&role)?, condition).await {
         Err(e) if e.is_condition_failed() => return Err(changed_meanwhile(&name)),
         other => other?,
@@ -345,7 +322,7 @@ async fn with_new_key(
         Err(e) => Err(e),
     };
     if let Err(e) = stored {
-        if let Err(restore) = put_back(state, &role, claimed).await {
+        if let Err(restore) = claims::put_back(state, &role, claimed).await {
             tracing::warn!(role = %name, error = %restore, "a static role's claim could not be undone; the job rolls it back");
         }
         return Err(e);
@@ -357,96 +334,12 @@ async fn with_new_key(
     }
 }
 
-/// How long a write's claim stands before it is taken as the record of a write that died.
-fn claim_lifetime(state: &AppState) -> i64 {
-    i64::try_from(state.config.broker_rollback_min_age.as_secs()).unwrap_or(i64::MAX / 4)
-}
-
-/// Whether a claimed role's claim has expired by `now`: its write died (or is slower than a
-/// write may be, and will fail to store its key). A claim of a version that recorded no time
-/// is taken as expired.
-pub fn claim_expired(state: &AppState, role: &StaticRole, now: i64) -> bool {
-    role.claim.as_ref().is_none_or(|claim| now >= claim.at.saturating_add(claim_lifetime(state)))
-}
-
-/// What a write or delete meeting a claimed role does: a conflict while the claim stands; once
-/// it has expired, the claim's rollback, and then the role as it stands.
-async fn settle_claim(
-    state: &AppState,
-    cloud: &SharedCloud,
-    mount: &Mount,
-    role: &StaticRole,
-) -> Result<Option<StaticRole>> {
-    if !claim_expired(state, role, chrono::Utc::now().timestamp()) {
-        return Err(being_written(&role.name));
-    }
-    roll_back(state, cloud, role).await?;
-    load(state.store.as_ref(), mount, &role.name).await
-}
-
-/// Rolls back the write that claimed `role` and died: deletes the keys of its user that the
-/// user did not hold before the claim and no static role of the mount holds (the key the write
-/// made, whose answer was lost), then puts back the role it replaced, or removes it. A claim
-/// settled meanwhile (the write finished after all, or another rollback ran) is left as it is.
-pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
-    match &role.claim {
-        Some(claim) => {
-            let held: Vec<String> = query_all(state.store.as_ref(), keys::mount_static_roles(&role.mount_uuid))
-                .await?
-                .iter()
-                .map(Item::parse::<StaticRole>)
-                .collect::<std::result::Result<Vec<_>, _>>()?
-                .into_iter()
-                .filter(|other| other.username == role.username)
-                .flat_map(|other| std::iter::once(other.access_key).chain(other.previous_access_key))
-                .collect();
-            let keys = match cloud.list_access_keys(Some(&role.username)).await {
-                Err(aws::CloudError::NotFound(_)) => Vec::new(),
-                keys => keys?,
-            };
-            let strays = keys.iter().filter(|key| !claim.keys_before.contains(&key.id) && !held.contains(&key.id));
-            for key in strays {
-                match cloud.delete_access_key(Some(&role.username), &key.id).await {
-                    Ok(()) | Err(aws::CloudError::NotFound(_)) => {
-                        tracing::info!(role = %role.name, user = %role.username, key = %key.id, "an access key a static-role write left behind was deleted");
-                    }
-                    Err(e) => return Err(e.into()),
-                }
-            }
-        }
-        None => tracing::warn!(
-            role = %role.name,
-            user = %role.username,
-            "a static-role write left unfinished by an earlier version recorded no keys: check the user's keys in IAM"
-        ),
-    }
-    let claimed = Condition::equals("sealed_secret_key", role.sealed_secret_key.clone());
-    if put_back(state, role, claimed).await? {
-        tracing::info!(role = %role.name, "a static-role write left unfinished was rolled back");
-    }
-    Ok(())
-}
-
-/// Puts back what a claimed role replaced (or removes the role), on `condition`; false when the
-/// condition failed (the claim was settled meanwhile).
-async fn put_back(state: &AppState, role: &StaticRole, condition: Condition) -> Result<bool> {
-    let replaced = role.claim.as_ref().and_then(|claim| claim.replaced.as_deref());
-    let written = match replaced {
-        Some(previous) => state.store.put(item(previous)?, condition).await,
-        None => state.store.delete(&keys::mount_static_role(&role.mount_uuid, &role.name), condition).await.map(drop),
-    };
-    match written {
-        Err(e) if e.is_condition_failed() => Ok(false),
-        other => other.map(|()| true).map_err(BrokerError::from),
-    }
-}
-
 /// `static-creds/:name`: the role's current key, unsealed, as (access key id, secret key).
 pub async fn creds(state: &AppState, mount: &Mount, name: &str) -> Result<(String, String)> {
     let role = load(state.store.as_ref(), mount, name).await?.ok_or(BrokerError::NotFound)?;
     check_user(state, &role.username, role.user_path.as_deref())?;
     if role.is_being_written() {
-        return Err(being_written(name));
+        return Err(claims::being_written(name));
     }
     let secret = state.sealer.unseal_for(&key_context(&mount.uuid, name), &role.sealed_secret_key).await?;
     Ok((role.access_key, secret))
@@ -479,9 +372,9 @@ pub async fn delete(state: &AppState, mount: &Mount, name: &str) -> Result<()> {
     for _ in 0..ATTEMPTS {
         let Some(role) = load(state.store.as_ref(), mount, name).await? else { return Ok(()) };
         let (cloud, _) = config::mount_cloud(state, mount).await?;
-        if role.is_being_written() {
-            // Never under a write making a key: its key would outlive the role.
-            settle_claim(state, &cloud, mount, &role).await?;
+        if role.is_being_written() || role.claim.is_some() {
+            // Never under a write or a rotation making a key: its key would outlive the role.
+            claims::settle(state, &cloud, mount, &role).await?;
             continue;
         }
         delete_keys(&cloud, &role).await?;

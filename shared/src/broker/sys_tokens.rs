@@ -75,15 +75,18 @@ async fn lookup_self(
     Ok(VaultResponse::data(tokens::lookup(secret, &caller.0)))
 }
 
-/// `lookup` (a `token`, else the caller's own) and `lookup-accessor` (an `accessor`).
+/// `lookup` (a `token`, else the caller's own) and `lookup-accessor` (an `accessor`); a GET
+/// needs `read`, a write `update`.
 async fn lookup(
     State(state): State<AppState>,
     caller: Caller,
     VaultPath(path): VaultPath,
+    method: axum::http::Method,
     headers: HeaderMap,
     body: VaultBody,
 ) -> Result<VaultResponse> {
-    authorize(&state, &caller, &path, "update").await?;
+    let capability = if method == axum::http::Method::GET { "read" } else { "update" };
+    authorize(&state, &caller, &path, capability).await?;
     let body = body.object()?;
     let data = if path.ends_with("-accessor") {
         let accessor = required(&body, "accessor", "missing accessor")?;

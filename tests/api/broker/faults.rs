@@ -537,3 +537,41 @@ async fn an_expired_claim_is_rolled_back_by_the_next_write_or_delete() {
     assert_eq!(root.get("aws/static-roles/deleted").await.status, 404);
     app.stop().await;
 }
+
+/// A rotation whose `CreateAccessKey` answer is lost leaves a key nobody holds; its claim says
+/// so, and the next rotation deletes that key before it makes its own.
+#[tokio::test]
+async fn a_rotation_whose_key_answer_was_lost_leaves_no_key_behind() {
+    let Some(aws) = aws().await else { return };
+    let proxy = AwsProxy::start(&aws.endpoint).await;
+    let app = hangar_tests::TestApp::spawn_with(config()).await;
+    let root = Vault::root(&app);
+    point_at(&root, &proxy.endpoint).await;
+    let user = format!("hangar-lost-rotation-{}", suffix());
+    aws.create_user(&user).await;
+    root.write("aws/static-roles/lost", json!({"username": user, "rotation_period": "1h"})).await;
+    let stored = super::static_key(&root, "lost").await;
+
+    proxy.inject("CreateAccessKey", Fault::FailAfter { status: 500, code: "ServiceFailure" });
+    let state = app.second_state().await;
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, now() + 3610).await.expect("a run");
+    proxy.heal();
+    assert_eq!(rotated, 0);
+    assert_eq!(aws.access_keys(&user).await.len(), 2, "IAM made the key whose answer was lost");
+    assert_eq!(super::static_key(&root, "lost").await, stored, "the role keeps its key");
+
+    let stray = aws.access_keys(&user).await.into_iter().find(|key| *key != stored).expect("the stray key");
+
+    // Due again at once: the next run deletes the stray key, then rotates.
+    let (rotated, _) = hangar::broker::scheduled_run_at(&state, now() + 3620).await.expect("a run");
+    assert_eq!(rotated, 1);
+    let current = super::static_key(&root, "lost").await;
+    let mut keys = aws.access_keys(&user).await;
+    keys.sort();
+    let mut expected = vec![stored, current];
+    expected.sort();
+    assert_eq!(keys, expected, "the stray {stray} is gone; the previous and the new key stay");
+    assert_eq!(root.delete("aws/static-roles/lost").await.status, 204);
+    assert_eq!(aws.access_keys(&user).await, Vec::<String>::new(), "both keys went with the role");
+    app.stop().await;
+}

@@ -194,6 +194,10 @@ impl Request {
             explicit_max_ttl = lesser_set(explicit_max_ttl, role.token_explicit_max_ttl);
             period = lesser_set(period, role.token_period);
         }
+        if batch {
+            // A batch token keeps no count of uses, whatever its role says.
+            num_uses = 0;
+        }
 
         // The TTL: a period's, else the request's, else the default; never past the explicit
         // max, the system's max, nor (for a child) the parent's expiry.
@@ -274,7 +278,7 @@ fn token_policies(
         None => match asked {
             None => caller.policies.clone(),
             Some(asked) if !sudo => {
-                if let Some(extra) = asked.iter().find(|p| *p != DEFAULT_POLICY && !caller.policies.contains(p)) {
+                if let Some(extra) = asked.iter().find(|p| !caller.policies.contains(p)) {
                     return Err(BrokerError::invalid(format!(
                         "child policies must be subset of parent: `{extra}` is not"
                     )));

@@ -6,7 +6,7 @@
 //!
 //! A token created by another records its parent (by accessor, listed in the parent's children
 //! index) and never outlives it: its TTL, and every renewal (`renew.rs`), is capped at the
-//! parent's expiry and at [`MAX_TTL`]. Only `create-orphan`, `no_parent` with `sudo`, and an
+//! parent's expiry, and all but a periodic token's at [`MAX_TTL`] from its creation. Only `create-orphan`, `no_parent` with `sudo`, and an
 //! orphan role make a token without a parent. Revoking a token (`revoke.rs`) revokes its
 //! descendants and the leases each of them holds; a limited-use token's last use begins its
 //! revocation ([`authenticate`]).
@@ -126,6 +126,15 @@ impl ServiceToken {
             batch: false,
             last_renewal: None,
         }
+    }
+
+    /// The condition that the token stands and neither its uses nor its expiry changed since it
+    /// was read: what a write of the whole record after spending a use or renewing it is
+    /// conditioned on, so neither undoes the other.
+    fn unchanged(&self) -> Condition {
+        standing()
+            .and(Condition::equals("num_uses", self.num_uses))
+            .and(Condition::equals("expire_at", serde_json::json!(self.expire_at)))
     }
 
     /// Whether its revocation has begun (its last use was spent, or it was revoked).
@@ -249,7 +258,7 @@ pub async fn authenticate(store: &dyn ItemStore, secret: &str, now: i64) -> Resu
             revoked_at: if last { Some(now) } else { None },
             ..token.clone()
         };
-        let unchanged = standing().and(Condition::equals("num_uses", token.num_uses));
+        let unchanged = token.unchanged();
         match store.put(used.to_item()?, unchanged).await {
             Ok(()) => Ok(Some(Some(used))),
             Err(e) if e.is_condition_failed() => Ok(None),

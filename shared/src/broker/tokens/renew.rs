@@ -5,7 +5,8 @@
 
 use std::time::Duration;
 
-use super::{by_accessor, resolve, resolve_hash, standing, ServiceToken, MAX_TTL};
+use super::{by_accessor, resolve_hash, ServiceToken, MAX_TTL};
+use crate::auth::hash_secret;
 use crate::broker::error::{BrokerError, Result};
 use crate::store::{Condition, ItemStore};
 
@@ -20,42 +21,44 @@ pub enum Renewal<'a> {
 }
 
 /// Renews the token `which` names by `increment`; returns the secret to show (empty for an
-/// accessor) and the renewed token.
+/// accessor) and the renewed token. The token is written only over what was read, so a use
+/// spent meanwhile is kept (the renewal reads it again and retries).
 pub async fn renew(
     store: &dyn ItemStore,
     which: Renewal<'_>,
     increment: Option<Duration>,
     now: i64,
 ) -> Result<(String, ServiceToken)> {
-    let (shown, token) = match which {
-        Renewal::Own(token, secret) => (secret.to_owned(), token.clone()),
-        Renewal::Secret(secret) => {
-            let token = resolve(store, secret).await?.ok_or_else(|| BrokerError::invalid("token not found"))?;
-            (secret.to_owned(), token)
-        }
-        Renewal::Accessor(accessor) => {
-            let invalid = || BrokerError::invalid("invalid accessor");
-            let found = by_accessor(store, accessor).await?.ok_or_else(invalid)?;
-            (String::new(), resolve_hash(store, &found.hash).await?.ok_or_else(invalid)?)
-        }
+    let by_accessor_name = matches!(which, Renewal::Accessor(_));
+    let missing = move || BrokerError::invalid(if by_accessor_name { "invalid accessor" } else { "token not found" });
+    let (shown, hash) = match which {
+        Renewal::Own(token, secret) => (secret.to_owned(), token.hash.clone()),
+        Renewal::Secret(secret) => (secret.to_owned(), hash_secret(secret)),
+        Renewal::Accessor(accessor) => (String::new(), by_accessor(store, accessor).await?.ok_or_else(missing)?.hash),
     };
-    if token.batch {
-        return Err(BrokerError::invalid("batch tokens cannot be renewed"));
-    }
-    if !token.renewable() {
-        return Err(BrokerError::invalid("lease is not renewable"));
-    }
-    let mut expire_at = renewed_expiry(&token, increment, now)?;
-    if let Some(parent) = &token.parent {
-        if let Some(parent_expiry) = by_accessor(store, parent).await?.and_then(|parent| parent.expire_at) {
-            expire_at = expire_at.min(parent_expiry);
+    let renewed = crate::store::retry_on_race(|| async {
+        let token = resolve_hash(store, &hash).await?.ok_or_else(missing)?;
+        if token.batch {
+            return Err(BrokerError::invalid("batch tokens cannot be renewed"));
         }
-    }
-    let renewed = ServiceToken { expire_at: Some(expire_at), last_renewal: Some(now), ..token };
-    match store.put(renewed.to_item()?, standing()).await {
-        Err(e) if e.is_condition_failed() => return Err(BrokerError::invalid("token not found")),
-        other => other?,
-    }
+        if !token.renewable() {
+            return Err(BrokerError::invalid("lease is not renewable"));
+        }
+        let mut expire_at = renewed_expiry(&token, increment, now)?;
+        if let Some(parent) = &token.parent {
+            if let Some(parent_expiry) = by_accessor(store, parent).await?.and_then(|parent| parent.expire_at) {
+                expire_at = expire_at.min(parent_expiry);
+            }
+        }
+        let renewed = ServiceToken { expire_at: Some(expire_at), last_renewal: Some(now), ..token.clone() };
+        match store.put(renewed.to_item()?, token.unchanged()).await {
+            Ok(()) => Ok(Some(renewed)),
+            Err(e) if e.is_condition_failed() => Ok(None),
+            Err(e) => Err(BrokerError::from(e)),
+        }
+    })
+    .await?
+    .ok_or_else(|| BrokerError::Conflict("the token kept changing while it was renewed; try again".into()))?;
     // The accessor's pointer lives as long as the token.
     store.put(renewed.pointer()?, Condition::Always).await?;
     Ok((shown, renewed))
