@@ -215,30 +215,6 @@ async fn a_custom_id_needs_sudo_and_may_not_look_like_a_generated_one() {
     app.stop().await;
 }
 
-/// Renewals and uses racing on one token: neither write undoes the other, so the token makes at
-/// most as many requests as it has uses, renewals included.
-#[tokio::test]
-async fn renewals_racing_requests_give_no_uses_back() {
-    let app = broker().await;
-    let root = Vault::root(&app);
-    let (secret, _) = create(&root, "auth/token/create", json!({"num_uses": 12, "policies": ["default"]})).await;
-    let requests = (0..24).map(|i| {
-        let (url, client, secret) = (app.url.clone(), app.client.clone(), secret.clone());
-        tokio::spawn(async move {
-            let (method, path) = if i % 2 == 0 { ("POST", "renew-self") } else { ("GET", "lookup-self") };
-            let method = reqwest::Method::from_bytes(method.as_bytes()).expect("a method");
-            let sent = client.request(method, format!("{url}/v1/auth/token/{path}")).header("X-Vault-Token", secret);
-            sent.send().await.expect("an answer").status().as_u16()
-        })
-    });
-    let statuses: Vec<u16> =
-        futures::future::join_all(requests).await.into_iter().map(|s| s.expect("a request")).collect();
-    let served = statuses.iter().filter(|s| **s == 200).count();
-    assert!(served <= 12, "{served} requests served on 12 uses: {statuses:?}");
-    assert_eq!(Vault::new(&app, &secret).get("auth/token/lookup-self").await.status, 403);
-    app.stop().await;
-}
-
 /// A parent without `default` cannot hand it out, as Vault refuses any policy the parent lacks.
 #[tokio::test]
 async fn a_child_gets_default_only_from_a_parent_that_holds_it() {

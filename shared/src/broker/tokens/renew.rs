@@ -110,3 +110,73 @@ mod tests {
         assert!(renewed_expiry(&token(600, 900, 0), None, 1900).is_err(), "past the max TTL");
     }
 }
+
+/// A renewal racing a request of the same token: the use the request spends between the
+/// renewal's read and its write stays spent.
+#[cfg(all(test, feature = "sqlite"))]
+mod racing {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::store::{Item, Key, Page, Query, SqliteStore, StoreError, UpdateOp, Write};
+
+    /// The store, but a request of `secret` spends a use right before the first write.
+    struct Interleaved {
+        inner: SqliteStore,
+        secret: String,
+        spent: AtomicBool,
+    }
+
+    #[async_trait]
+    impl ItemStore for Interleaved {
+        async fn get(&self, key: &Key) -> Result<Option<Item>, StoreError> {
+            self.inner.get(key).await
+        }
+        async fn get_many(&self, keys: &[Key]) -> Result<Vec<Option<Item>>, StoreError> {
+            self.inner.get_many(keys).await
+        }
+        async fn put(&self, item: Item, condition: Condition) -> Result<(), StoreError> {
+            if !self.spent.swap(true, Ordering::SeqCst) {
+                let used = super::super::authenticate(&self.inner, &self.secret, 1000).await;
+                assert_eq!(used.expect("a use").expect("the token").num_uses, 4);
+            }
+            self.inner.put(item, condition).await
+        }
+        async fn update(&self, key: &Key, ops: Vec<UpdateOp>, condition: Condition) -> Result<Item, StoreError> {
+            self.inner.update(key, ops, condition).await
+        }
+        async fn delete(&self, key: &Key, condition: Condition) -> Result<Option<Item>, StoreError> {
+            self.inner.delete(key, condition).await
+        }
+        async fn query(&self, query: Query) -> Result<Page, StoreError> {
+            self.inner.query(query).await
+        }
+        async fn transact(&self, writes: Vec<Write>) -> Result<(), StoreError> {
+            self.inner.transact(writes).await
+        }
+    }
+
+    #[tokio::test]
+    async fn a_use_spent_while_a_renewal_runs_stays_spent() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let inner = SqliteStore::open(dir.path().join("db")).expect("a store");
+        let secret = "hvs.racing";
+        let now = chrono::Utc::now().timestamp();
+        let token = ServiceToken {
+            num_uses: 5,
+            ttl: 3600,
+            expire_at: Some(now + 3600),
+            ..ServiceToken::new(hash_secret(secret), vec!["default".into()], "token".into(), now)
+        };
+        inner.put(token.to_item().expect("an item"), Condition::NotExists).await.expect("stored");
+        inner.put(token.pointer().expect("a pointer"), Condition::NotExists).await.expect("stored");
+        let store = Interleaved { inner, secret: secret.into(), spent: AtomicBool::new(false) };
+
+        let (_, renewed) = renew(&store, Renewal::Secret(secret), None, now).await.expect("renewed");
+        assert_eq!(renewed.num_uses, 4, "the renewal read the token again after losing the race");
+        let stored = super::super::resolve(&store.inner, secret).await.expect("a read").expect("the token");
+        assert_eq!(stored.num_uses, 4);
+    }
+}
