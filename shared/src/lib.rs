@@ -19,6 +19,7 @@ pub mod jobs;
 pub mod lambda;
 pub mod lazy;
 pub mod names;
+pub mod owner_only;
 pub mod registry;
 pub mod seal;
 pub mod state;

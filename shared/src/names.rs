@@ -55,6 +55,13 @@ pub fn check_email(email: &str) -> Result<(), NameError> {
     valid.then_some(()).ok_or(NameError::Email)
 }
 
+/// Whether a character could make text display as something else: a control character or a
+/// bidirectional formatting one (Trojan Source, CVE-2021-42574).
+pub fn deceptive(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

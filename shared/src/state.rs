@@ -181,11 +181,27 @@ impl AppState {
     }
 }
 
-/// The data directory, created when missing.
+/// The data directory, created when missing, its owner's alone (`owner_only`).
 fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
     let dir = config.data_dir.as_path();
-    std::fs::create_dir_all(dir).map_err(|source| BootError::DataDir { path: dir.display().to_string(), source })?;
+    let failed = |source| BootError::DataDir { path: dir.display().to_string(), source };
+    crate::owner_only::create_dir_all(dir).map_err(failed)?;
     Ok(dir)
+}
+
+/// Tightens what the data directory holds to its owner alone, saying so when an earlier
+/// version (or another hand) had left it readable by others.
+fn tighten(dir: &std::path::Path) -> Result<(), BootError> {
+    let failed = |source| BootError::DataDir { path: dir.display().to_string(), source };
+    let tightened = crate::owner_only::tighten(dir).map_err(failed)?;
+    if tightened > 0 {
+        tracing::warn!(
+            directory = %dir.display(),
+            entries = tightened,
+            "the data directory was readable by others: it and what it holds are its owner's alone now"
+        );
+    }
+    Ok(())
 }
 
 /// The embedded store and local blobs in the data directory: dev-server's.
@@ -199,6 +215,8 @@ fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootE
     };
     let key = crate::blobs::signing_key(dir)?;
     let local = LocalBlobs::new(dir, key, config.public_url.clone().unwrap_or_default(), config.max_upload_bytes)?;
+    // After the store has made its files (SQLite makes them 0644), before anything is served.
+    tighten(dir)?;
     Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))
 }
 

@@ -76,6 +76,61 @@ async fn key_files_are_written_owner_only() {
     assert_eq!(mode(&seal_key), 0o600, "a seal key left readable is made owner-only");
 }
 
+/// The data directory is its owner's alone: made 0700 with its subdirectories, its files 0600
+/// (the embedded store and its journal, archives, uploads), and one an earlier version left
+/// readable by others is tightened at start.
+#[cfg(unix)]
+#[tokio::test]
+async fn the_data_directory_is_its_owners_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("fresh");
+    let running = start(options(&dir), Config { data_dir: dir.clone(), ..Config::default() }).await.unwrap();
+    let token = running.generated_admin_token.clone().expect("a token");
+    let app = reqwest::Client::new();
+    let module =
+        serde_json::json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
+    let org = serde_json::json!({"data": {"type": "organizations", "attributes": {"name": "acme", "email": "a@example.com"}}});
+    let post = |path: &str, body: serde_json::Value| {
+        app.post(format!("{}{path}", running.url))
+            .bearer_auth(&token)
+            .header("Content-Type", hangar_tests::JSONAPI)
+            .body(body.to_string())
+            .send()
+    };
+    assert_eq!(post("/api/v2/organizations", org).await.unwrap().status(), 201);
+    assert_eq!(post("/api/v2/organizations/acme/registry-modules", module).await.unwrap().status(), 201);
+    let version = serde_json::json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
+    let created =
+        post("/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/versions", version).await.unwrap();
+    let created: serde_json::Value = created.json().await.unwrap();
+    let upload = created["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
+    let uploaded = app.put(&upload).body(hangar_tests::module_archive()).send().await.unwrap();
+    assert_eq!(uploaded.status(), 200);
+    running.stop().await.unwrap();
+
+    let mut seen = 0;
+    let mut pending = vec![dir.clone()];
+    while let Some(path) = pending.pop() {
+        let metadata = std::fs::symlink_metadata(&path).unwrap();
+        if metadata.is_dir() {
+            pending.extend(std::fs::read_dir(&path).unwrap().map(|entry| entry.unwrap().path()));
+        }
+        let expected = if metadata.is_dir() { 0o700 } else { 0o600 };
+        assert_eq!(mode(&path), expected, "{}", path.display());
+        seen += 1;
+    }
+    assert!(seen >= 6, "the store, the archive and their directories: {seen} entries");
+
+    // As an earlier version left it: the directory 0755, its files 0644.
+    for (path, mode) in [(dir.clone(), 0o755), (dir.join("objects"), 0o755), (dir.join("hangar.db"), 0o644)] {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+    }
+    let again = start(options(&dir), Config { data_dir: dir.clone(), ..Config::default() }).await.unwrap();
+    again.stop().await.unwrap();
+    assert_eq!((mode(&dir), mode(&dir.join("objects")), mode(&dir.join("hangar.db"))), (0o700, 0o700, 0o600));
+}
+
 /// Reads what the server sends on `stream` until it closes the connection, waiting at most
 /// `limit`; `None` if it is still open then.
 async fn closed_within(stream: &mut tokio::net::TcpStream, limit: std::time::Duration) -> Option<Vec<u8>> {

@@ -111,6 +111,9 @@ async fn invalid_source_directories_prefixes_and_names_are_422_pointing_at_their
         (json!({ "source-directory": "modules//vpc" }), "/data/attributes/vcs-repo/source-directory"),
         (json!({ "source-directory": "modules/./vpc" }), "/data/attributes/vcs-repo/source-directory"),
         (json!({ "source-directory": long_directory }), "/data/attributes/vcs-repo/source-directory"),
+        // Shown reversed: `modules/\u{202E}cpv` reads as another folder (Trojan Source).
+        (json!({ "source-directory": "modules/\u{202E}cpv" }), "/data/attributes/vcs-repo/source-directory"),
+        (json!({ "tag-prefix": "vpc\u{2066}" }), "/data/attributes/vcs-repo/tag-prefix"),
         (json!({ "tag-prefix": "vpc v" }), "/data/attributes/vcs-repo/tag-prefix"),
         (json!({ "tag-prefix": "a..b" }), "/data/attributes/vcs-repo/tag-prefix"),
         (json!({ "tag-prefix": long_prefix }), "/data/attributes/vcs-repo/tag-prefix"),
@@ -170,7 +173,9 @@ async fn a_resync_reads_the_repository_s_tags_again_now() {
     // A module published by hand has nothing to resync.
     let by_hand = json!({"data": {"type": "registry-modules", "attributes": {"name": "s3", "provider": "aws"}}});
     let created = fx.app.post("/api/v2/organizations/acme/registry-modules", &fx.owners, by_hand).await;
-    assert_eq!(created.body["data"]["attributes"]["permissions"]["can-resync"], false);
+    let permissions = &created.body["data"]["attributes"]["permissions"];
+    // As HCP answers, and go-tfe's TestRegistryModulesCreate expects: what the owner may do.
+    assert_eq!((&permissions["can-resync"], &permissions["can-retry"]), (&json!(true), &json!(true)));
     let s3 = "/api/v2/organizations/acme/registry-modules/private/acme/s3/aws/actions/resync";
     assert_eq!(fx.app.post(s3, &fx.owners, json!({})).await.status, 422);
 }
@@ -191,8 +196,14 @@ async fn a_failed_vcs_version_is_retried_after_its_settings_are_fixed() {
     let reply = fx.app.post(&format!("{LEAKY}/1.0.0/actions/retry"), &fx.owners, json!({})).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     assert_eq!(reply.body["data"]["attributes"]["status"], "pending");
+    // The repository's commit is fetched again: no upload link is a side door to the version.
+    assert_eq!(reply.body["data"]["links"]["upload"], Value::Null, "{:?}", reply.body);
+    let read = fx.app.get(&format!("{LEAKY}/version?module_version=1.0.0"), &fx.owners).await;
+    assert_eq!(read.body["data"]["links"]["upload"], Value::Null, "{:?}", read.body);
     let settled = fx.versions(LEAKY, &[("1.0.0", "ok")]).await;
-    assert_eq!(settled["permissions"]["can-retry"], false, "nothing left to retry");
+    assert_eq!(settled["permissions"]["can-retry"], true, "the flag says what the owner may do");
+    let again = fx.app.post(&format!("{LEAKY}/1.0.0/actions/retry"), &fx.owners, json!({})).await;
+    assert_eq!(again.status, 422, "an ok version is not retried: {:?}", again.body);
     // The version's commit, fetched again, with the folder now set.
     assert_eq!(fx.download("leaky", "1.0.0").await["main.tf"], format!("# module dns\n{}", main_tf(SHA_100)));
 }

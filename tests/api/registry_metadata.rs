@@ -134,3 +134,40 @@ async fn deleting_a_version_deletes_its_metadata() {
     assert_eq!(app.delete(&format!("{PROVIDER}/1.0.0"), &owners).await.status, 204);
     assert!(hangar::store::ItemStore::get(&store, &key).await.expect("a read").is_none(), "deleted with the version");
 }
+
+/// A default nested as deep as JSON's parser goes (124 levels) passed ingest and left a record
+/// no read could parse: every read, the delete of the version and of its organization answered
+/// 500. The default is now dropped at ingest, with a note, so the record reads back and deletes.
+#[tokio::test]
+async fn a_default_nested_past_the_bound_is_dropped_and_the_version_reads_and_deletes() {
+    let deep = format!("{}1{}", "[".repeat(124), "]".repeat(124));
+    let large = format!("\"{}\"", "x".repeat(20_000));
+    let variables = format!(
+        r#"{{"variable": {{"deep": {{"default": {deep}}}, "large": {{"default": {large}}}, "fine": {{"default": [[1]]}}}}}}"#
+    );
+    let (app, owners) = module_of(&[Entry::File("./main.tf.json", variables.as_bytes())]).await;
+    let read = app.get(&format!("{PROVIDER}/version?module_version=1.0.0"), &owners).await;
+    assert_eq!(read.status, 200, "{:?}", read.body);
+    let detail = app.get(&format!("{V1}/acme/vpc/aws/1.0.0"), &owners).await;
+    assert_eq!(detail.status, 200, "{:?}", detail.body);
+    let inputs = &detail.body["root"]["inputs"];
+    let default_of = |name: &str| {
+        let input = inputs.as_array().expect("inputs").iter().find(|i| i["name"] == name).expect("the input");
+        input["default"].clone()
+    };
+    assert_eq!(default_of("fine"), json!("[[1]]"), "a default within the bounds is kept: {inputs}");
+    for name in ["deep", "large"] {
+        let default = default_of(name).to_string();
+        assert!(default.contains("not kept"), "{name}: {default}");
+    }
+    let problem = read.body.to_string();
+    assert!(problem.contains("variable deep") && problem.contains("16 levels"), "{problem}");
+    assert_eq!(app.get(&format!("{V1}/acme/vpc/aws/versions"), &owners).await.status, 200);
+    let page = app.client.get(format!("{}/app/organizations/acme/registry/modules/vpc/aws", app.url)).send().await;
+    assert_ne!(page.expect("the console answers").status().as_u16(), 500);
+
+    let deleted = app.delete(&format!("{PROVIDER}/1.0.0"), &owners).await;
+    assert_eq!(deleted.status, 204, "{:?}", deleted.body);
+    let organization = app.delete("/api/v2/organizations/acme", &app.admin_token).await;
+    assert_eq!(organization.status, 204, "{:?}", organization.body);
+}

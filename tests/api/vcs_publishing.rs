@@ -965,16 +965,19 @@ async fn a_branch_module_has_no_versions_until_one_is_created_from_a_commit() {
     assert_eq!(fx.download("vpc", "2.0.0").await["main.tf"], main_tf(SHA_MAIN), "built from the commit");
 }
 
+/// The seed spec's states table gave a branch-based module's new version `links.upload`; issue
+/// 37 found that link a side door (an upload beat the repository's fetch and was served as the
+/// commit's archive), so a version whose source is a repository gets none: its archive is the
+/// commit's, fetched by the job.
 #[tokio::test]
-async fn a_branch_version_s_response_carries_an_upload_link_as_the_spec_says() {
-    // The spec's states table: Create a module version of a "private, non-VCS or branch-based
-    // module" → pending, "response carries links.upload".
+async fn a_branch_version_s_response_carries_no_upload_link_its_archive_is_the_commits() {
     let fx = fixture().await;
     assert_eq!(fx.publish(VPC_REPO, json!({ "branch": "main" })).await.status, 201);
     let body = version_body(json!({ "version": "2.0.0", "commit-sha": SHA_MAIN }));
     let created = fx.app.post(&format!("{VPC}/versions"), &fx.owners, body).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
-    assert!(created.body["data"]["links"]["upload"].is_string(), "links.upload missing: {}", created.body["data"]);
+    assert_eq!(created.body["data"]["links"]["upload"], Value::Null, "{}", created.body["data"]);
+    fx.versions(VPC, &[("2.0.0", "ok")]).await;
 }
 
 #[tokio::test]

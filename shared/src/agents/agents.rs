@@ -113,13 +113,6 @@ async fn release_first_silent(state: &AppState, org_id: &str, now: DateTime<Utc>
     Ok(true)
 }
 
-/// Whether a character could make a name display as something else: a control character or
-/// a bidirectional formatting one (Trojan Source, CVE-2021-42574).
-fn deceptive(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{061C}' | '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
-}
-
 /// An agent's name as it registers: optional, at most [`MAX_NAME_CHARS`], nothing deceptive.
 pub fn check_name(name: Option<String>) -> Result<Option<String>> {
     let Some(name) = name.filter(|name| !name.trim().is_empty()) else { return Ok(None) };
@@ -129,7 +122,7 @@ pub fn check_name(name: Option<String>) -> Result<Option<String>> {
             format!("name is longer than {MAX_NAME_CHARS} characters"),
         ));
     }
-    if name.chars().any(deceptive) {
+    if name.chars().any(crate::names::deceptive) {
         return Err(AgentsError::invalid(
             Field::Member("name"),
             "name must not contain control or bidirectional formatting characters",

@@ -211,7 +211,55 @@ fn parse_file(found: &mut Declarations, name: &str, text: &str) {
     }
 }
 
+/// How deep a variable's default may nest, and how large it may be as JSON, to be kept: the
+/// stored metadata must read back in every store (DynamoDB nests an item 32 levels at most, and
+/// the default lies some six below its top), and a page shows it whole.
+pub const MAX_DEFAULT_DEPTH: usize = 16;
+pub const MAX_DEFAULT_BYTES: usize = 16 * 1024;
+
+/// The depth of a JSON value (a scalar is 1), counted without recursion.
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 1)];
+    while let Some((value, at)) = pending.pop() {
+        deepest = deepest.max(at);
+        match value {
+            Value::Array(items) => pending.extend(items.iter().map(|item| (item, at + 1))),
+            Value::Object(fields) => pending.extend(fields.values().map(|field| (field, at + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Drops a default nested or sized past the bounds, in its place a note of why, and says so in
+/// `problems`: a module's metadata is readable by construction, whatever its author wrote.
+fn bound_default(input: &mut Input, problems: &mut Vec<String>) {
+    let Some(default) = &input.default else { return };
+    let why = if depth(default) > MAX_DEFAULT_DEPTH {
+        format!("nests deeper than {MAX_DEFAULT_DEPTH} levels")
+    } else if serde_json::to_string(default).map_or(true, |text| text.len() > MAX_DEFAULT_BYTES) {
+        format!("is larger than {MAX_DEFAULT_BYTES} bytes")
+    } else {
+        return;
+    };
+    problems.push(format!("the default of variable {} {why}: not kept", input.name));
+    // Taken apart without recursion: a value nested to the parser's limit can be dropped deeper
+    // than a thread's stack allows.
+    let mut pending = vec![input.default.replace(Value::String(format!("(not kept: it {why})"))).unwrap_or_default()];
+    while let Some(value) = pending.pop() {
+        match value {
+            Value::Array(items) => pending.extend(items),
+            Value::Object(fields) => pending.extend(fields.into_iter().map(|(_, field)| field)),
+            _ => {}
+        }
+    }
+}
+
 fn directory(path: &str, kept: &DirectorySources, mut found: Declarations) -> ModuleDirectory {
+    for input in &mut found.inputs {
+        bound_default(input, &mut found.problems);
+    }
     found.inputs.sort_by(|a, b| a.name.cmp(&b.name));
     found.outputs.sort_by(|a, b| a.name.cmp(&b.name));
     ModuleDirectory {

@@ -63,7 +63,7 @@ impl LocalBlobs {
     pub fn new(dir: &Path, signing_key: Vec<u8>, base_url: String, max_upload_bytes: u64) -> Result<Self, BlobError> {
         let (objects, uploads) = (dir.join("objects"), dir.join("uploads"));
         for dir in [&objects, &uploads] {
-            std::fs::create_dir_all(dir).map_err(BlobError::backend)?;
+            crate::owner_only::create_dir_all(dir).map_err(BlobError::backend)?;
         }
         let base_url = base_url.trim_end_matches('/').to_owned();
         Ok(Self { objects, uploads, signing_key, base_url, max_upload_bytes })
@@ -134,7 +134,8 @@ where
     S: futures::Stream<Item = Result<bytes::Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let mut file = tokio::fs::File::create(path).await.map_err(BlobError::backend)?;
+    let opened = crate::owner_only::file_options().write(true).create(true).truncate(true).open(path).await;
+    let mut file = opened.map_err(BlobError::backend)?;
     let mut written: u64 = 0;
     while let Some(chunk) = body.next().await {
         let chunk = chunk.map_err(|e| BlobError::Interrupted(e.to_string()))?;

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::modules::{Shown, NON_VCS};
-use super::status::{Deprecation, Revocation, FAILED};
+use super::status::{Deprecation, Revocation};
 use super::versions::ModuleVersion;
 use crate::accounts::access::Organization;
 use crate::api::{Document, Resource};
@@ -43,12 +43,13 @@ pub fn module(shown: &Shown, org: &Organization, principal: &Principal) -> Resou
         "updated-at": module.updated_at,
         "no-code": module.no_code,
         "publishing-mechanism": module.publishing_mechanism.as_deref().unwrap_or(NON_VCS),
-        // Each action only where it applies: a resync to a VCS module, a retry to a module
-        // with a failed version.
+        // What the caller's permissions allow, as HCP Terraform answers (go-tfe's tests expect
+        // both true for an owner of a new module); an action the module's state does not allow
+        // (a resync without a repository, a retry of a version that has not failed) is a 422.
         "permissions": {
             "can-delete": principal.can(&org.id, Permission::Own),
-            "can-resync": manages && module.vcs_repo.is_some(),
-            "can-retry": manages && shown.statuses.iter().any(|v| v.status == FAILED),
+            "can-resync": manages,
+            "can-retry": manages,
         },
     });
     if let Some(repo) = &module.vcs_repo {

@@ -281,9 +281,14 @@ pub async fn create(state: &AppState, accepted: AcceptedVersion) -> Result<Creat
 /// A link for a pending version's archive (fresh on each read), `None` once it has one. Only
 /// for a principal known to publish (the version's creator); readers go through
 /// [`upload_url_for`].
+/// The link a pending version's archive is uploaded to. Only a version created through the API
+/// has one: a version whose source is a repository gets its archive from the repository alone,
+/// so no upload can stand in for the tag it is shown as.
 pub(crate) async fn upload_url(blobs: &dyn BlobStore, version: &ModuleVersion) -> Result<Option<String>> {
     match version.upload.as_deref().and_then(ObjectId::parse) {
-        Some(id) if version.status == PENDING => Ok(Some(blobs.upload_url(&id, UPLOAD_LINK_VALIDITY).await?)),
+        Some(id) if version.status == PENDING && version.source == API_SOURCE => {
+            Ok(Some(blobs.upload_url(&id, UPLOAD_LINK_VALIDITY).await?))
+        }
         _ => Ok(None),
     }
 }

@@ -70,6 +70,13 @@ pub async fn retry(
     let (module, failed) = retry::accept(state, principal, org_name, address, provider, version).await?;
     let upload = ObjectId::generate();
     let commit = failed.commit_sha.clone().filter(|_| module.vcs_repo.is_some());
+    // A repository's version is fetched again from its commit, never uploaded by hand.
+    if commit.is_none() && failed.source != crate::registry::versions::API_SOURCE {
+        return Err(RegistryError::invalid(
+            Field::Document,
+            format!("version {} came from a repository at no recorded commit: resync the module", failed.version),
+        ));
+    }
     let extra = match &commit {
         Some(commit) => fetch_writes(&module, &upload, commit)?,
         None => Vec::new(),

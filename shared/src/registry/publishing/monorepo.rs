@@ -21,8 +21,10 @@ pub fn source_directory(raw: &str) -> Result<String> {
     if raw.len() > MAX_SOURCE_DIRECTORY {
         return Err(invalid(&format!("is longer than {MAX_SOURCE_DIRECTORY} bytes")));
     }
-    if raw.chars().any(|c| c.is_control() || c == '\\') {
-        return Err(invalid("must not hold control characters or `\\`; separate folders with `/`"));
+    if raw.chars().any(|c| crate::names::deceptive(c) || c == '\\') {
+        return Err(invalid(
+            "must not hold control or bidirectional formatting characters or `\\`; separate folders with `/`",
+        ));
     }
     if raw.starts_with('/') {
         return Err(invalid("must be relative to the repository root, without a leading `/`"));
@@ -46,7 +48,7 @@ pub fn tag_prefix(raw: &str) -> Result<String> {
     if raw.len() > MAX_TAG_PREFIX {
         return Err(invalid(&format!("is longer than {MAX_TAG_PREFIX} bytes")));
     }
-    let refused = |c: char| c.is_control() || c.is_whitespace() || "~^:?*[\\".contains(c);
+    let refused = |c: char| crate::names::deceptive(c) || c.is_whitespace() || "~^:?*[\\".contains(c);
     if raw.chars().any(refused) {
         return Err(invalid("must be usable in a Git tag name: no spaces, control characters or any of ~^:?*[\\"));
     }
@@ -86,7 +88,7 @@ mod tests {
         assert_eq!(source_directory("modules/vpc/").unwrap(), "modules/vpc");
         assert_eq!(source_directory("").unwrap(), "");
         let too_long = "a/".repeat(MAX_SOURCE_DIRECTORY);
-        for bad in ["/modules", "../x", "a/../b", "a//b", "./a", "a\\b", "a\u{0}b", too_long.as_str()] {
+        for bad in ["/modules", "../x", "a/../b", "a//b", "./a", "a\\b", "a\u{0}b", "a\u{202E}b", too_long.as_str()] {
             assert!(source_directory(bad).is_err(), "{bad:?}");
         }
     }
