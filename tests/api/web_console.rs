@@ -339,6 +339,45 @@ async fn a_readme_is_sanitized_and_the_module_page_shows_its_metadata() {
     app.stop().await;
 }
 
+/// A README made to cost (tables of short rows that pulldown-cmark pads to their header's 2,000
+/// cells, block quotes 60,000 deep) is shown as too large to render: the page's size, and so
+/// its cost, stays bounded whatever the author wrote. (Before, one view took 56 s and 1.1 GB.)
+#[tokio::test]
+async fn a_readme_made_to_cost_is_too_large_to_render_and_the_page_stays_small() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let tables = format!("# vpc\n\n|{}\n|{}\n{}", "a|".repeat(2000), "-|".repeat(2000), "|x\n".repeat(14_000));
+    let quotes = ">".repeat(60_000);
+    publish(
+        &app,
+        &owners,
+        "acme",
+        "vpc",
+        &[Entry::File("main.tf", b"variable \"a\" {}\n"), Entry::File("README.md", tables.as_bytes())],
+    )
+    .await;
+    publish(
+        &app,
+        &owners,
+        "acme",
+        "dns",
+        &[Entry::File("main.tf", b"variable \"a\" {}\n"), Entry::File("README.md", quotes.as_bytes())],
+    )
+    .await;
+    let mut browser = Browser::new(&app);
+    browser.sign_in(&owners).await;
+    for module in ["vpc", "dns"] {
+        let page = browser.get(&format!("/app/organizations/acme/modules/private/acme/{module}/aws")).await;
+        assert_eq!(page.status, 200, "{module}");
+        assert!(
+            page.html.contains("README too large to render"),
+            "{module}: {}",
+            &page.html[..page.html.len().min(2000)]
+        );
+        assert!(page.html.len() < 64 * 1024, "{module}: a page of {} bytes", page.html.len());
+    }
+    app.stop().await;
+}
+
 #[tokio::test]
 async fn the_agent_pools_page_shows_each_agents_status_and_the_capacity_used() {
     let (app, owners) = TestApp::with_organization("acme").await;

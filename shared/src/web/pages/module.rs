@@ -184,11 +184,13 @@ fn more_link(link: Option<&str>) -> Markup {
 }
 
 fn version_details(version: &ModuleVersion, metadata: Option<&ModuleMetadata>) -> Markup {
+    // One budget for every README the page shows.
+    let mut budget = markdown::Budget::page();
     html! {
         section.readme {
             h2 { "README" span.note { " · version " (version.version) } }
             @match &version.readme {
-                Some(readme) => article.markdown { (PreEscaped(markdown::render(readme))) },
+                Some(readme) => article.markdown { (PreEscaped(markdown::render(readme, &mut budget))) },
                 None => p.empty { "This version has no README." },
             }
         }
@@ -203,14 +205,14 @@ fn version_details(version: &ModuleVersion, metadata: Option<&ModuleMetadata>) -
             Some(metadata) => {
                 @if let Some(problem) = &metadata.problem { p.problem { (problem) } }
                 (directory(&metadata.root))
-                (directories("Submodules", &metadata.submodules))
-                (directories("Examples", &metadata.examples))
+                (directories("Submodules", &metadata.submodules, &mut budget))
+                (directories("Examples", &metadata.examples, &mut budget))
             }
         }
     }
 }
 
-fn directories(title: &str, all: &[ModuleDirectory]) -> Markup {
+fn directories(title: &str, all: &[ModuleDirectory], budget: &mut markdown::Budget) -> Markup {
     if all.is_empty() {
         return html! {};
     }
@@ -220,7 +222,7 @@ fn directories(title: &str, all: &[ModuleDirectory]) -> Markup {
             @for dir in all {
                 details {
                     summary { code { (dir.path) } " · " (dir.inputs.len()) " inputs, " (dir.outputs.len()) " outputs" }
-                    @if let Some(readme) = &dir.readme { article.markdown { (PreEscaped(markdown::render(readme))) } }
+                    @if let Some(readme) = &dir.readme { article.markdown { (PreEscaped(markdown::render(readme, budget))) } }
                     (directory(dir))
                 }
             }
