@@ -86,6 +86,10 @@ pub struct Config {
     /// (`HANGAR_IDENTITY_KMS_KEY_ID`); unset, dev-server signs with a key file in its data
     /// directory and a deployed function offers no workload identity.
     pub identity_kms_key_id: Option<String>,
+    /// Hosts a README's images may load from on the console, besides a VCS module's own
+    /// repository host (`HANGAR_CONSOLE_IMAGE_HOSTS`, comma-separated): none by default, so a
+    /// README cannot have every viewer's browser call a host of its author's choosing.
+    pub console_image_hosts: Vec<String>,
     /// Networks VCS calls may reach besides the public Internet (`HANGAR_VCS_ALLOWED_NETWORKS`):
     /// none by default, so a connection cannot point Hangar at its own network.
     pub vcs_allowed_networks: AllowedNetworks,
@@ -309,6 +313,25 @@ mod range {
     pub const MAX_IDENTITY_TOKEN_TTL_SECONDS: RangeInclusive<u64> = 60..=30 * 24 * 3600;
 }
 
+/// `HANGAR_CONSOLE_IMAGE_HOSTS`: comma-separated host names (none when unset), lowercased.
+fn image_hosts(raw: Option<String>) -> Result<Vec<String>, ConfigError> {
+    const NAME: &str = "HANGAR_CONSOLE_IMAGE_HOSTS";
+    let Some(raw) = raw else { return Ok(Vec::new()) };
+    let mut hosts = Vec::new();
+    for entry in raw.split(',').map(str::trim).filter(|entry| !entry.is_empty()) {
+        let host = entry.to_ascii_lowercase();
+        let valid = host.len() <= 253 && host.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-');
+        if !valid {
+            return Err(ConfigError {
+                name: NAME,
+                problem: format!("`{entry}` is not a host name (no scheme, port or path)"),
+            });
+        }
+        hosts.push(host);
+    }
+    Ok(hosts)
+}
+
 /// `HANGAR_BROKER_IDENTITY_STS_ENDPOINTS`: comma-separated https URLs (none when unset).
 fn sts_endpoints(raw: Option<String>) -> Result<Vec<String>, ConfigError> {
     const NAME: &str = "HANGAR_BROKER_IDENTITY_STS_ENDPOINTS";
@@ -372,6 +395,7 @@ impl Default for Config {
             kms_key_id: None,
             identity_kms_key_id: None,
             vcs_allowed_networks: AllowedNetworks::default(),
+            console_image_hosts: Vec::new(),
             broker_limits: BrokerLimits::default(),
             broker_rollback_min_age: std::time::Duration::from_secs(300),
             broker_aws: BrokerAws::default(),
@@ -494,6 +518,7 @@ impl Config {
             kms_key_id: var("HANGAR_KMS_KEY_ID"),
             identity_kms_key_id: var("HANGAR_IDENTITY_KMS_KEY_ID"),
             vcs_allowed_networks: networks("HANGAR_VCS_ALLOWED_NETWORKS", var("HANGAR_VCS_ALLOWED_NETWORKS"))?,
+            console_image_hosts: image_hosts(var("HANGAR_CONSOLE_IMAGE_HOSTS"))?,
             broker_limits: BrokerLimits {
                 user_path: iam_path("HANGAR_BROKER_USER_PATH", var("HANGAR_BROKER_USER_PATH"))?,
                 permissions_boundary: arns(

@@ -131,9 +131,14 @@ const HOSTILE_README: &[u8] = b"# vpc\n\nA network.\n\n<script>window.pwned = 1<
 async fn every_console_answer_carries_the_security_headers() {
     let app = TestApp::spawn().await;
     let browser = Browser::new(&app);
-    for (path, status) in
-        [("/app/sign-in", 200), ("/app", 303), ("/app/nowhere", 404), ("/app/console.css", 200), ("/app/sign-out", 405)]
-    {
+    for (path, status) in [
+        ("/app/sign-in", 200),
+        ("/app", 303),
+        ("/app/", 308),
+        ("/app/nowhere", 404),
+        ("/app/console.css", 200),
+        ("/app/sign-out", 405),
+    ] {
         let answer = browser.get(path).await;
         assert_eq!(answer.status, status, "{path}: {}", answer.html);
         let header = |name: &str| answer.headers.get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
@@ -375,6 +380,29 @@ async fn a_readme_made_to_cost_is_too_large_to_render_and_the_page_stays_small()
         );
         assert!(page.html.len() < 64 * 1024, "{module}: a page of {} bytes", page.html.len());
     }
+    app.stop().await;
+}
+
+/// A README's images load only from the hosts the operator allows (none by default), so a
+/// README cannot have every viewer's browser call a host of its author's choosing.
+#[tokio::test]
+async fn readme_images_load_only_from_the_hosts_the_operator_allows() {
+    let config = hangar::config::Config { console_image_hosts: vec!["img.example".into()], ..Default::default() };
+    let (app, owners) = TestApp::spawn_with_organization(config, "acme").await;
+    let readme = b"# vpc\n\n![ok](https://img.example/badge.svg) ![no](https://tracker.example/pixel.gif)\n";
+    publish(
+        &app,
+        &owners,
+        "acme",
+        "vpc",
+        &[Entry::File("main.tf", b"variable \"a\" {}\n"), Entry::File("README.md", readme)],
+    )
+    .await;
+    let mut browser = Browser::new(&app);
+    browser.sign_in(&owners).await;
+    let page = browser.get("/app/organizations/acme/modules/private/acme/vpc/aws").await;
+    assert!(page.html.contains("src=\"https://img.example/badge.svg\""), "{}", page.html);
+    assert!(!page.html.contains("tracker.example"), "{}", page.html);
     app.stop().await;
 }
 

@@ -25,15 +25,16 @@ const MAX_QUOTE_DEPTH: usize = 32;
 const MAX_EVENTS: usize = 100_000;
 const MAX_HTML_BYTES: usize = 1024 * 1024;
 
-/// What is left of a page's rendering budget.
+/// What is left of a page's rendering budget, and the hosts its READMEs' images may load from.
 pub struct Budget {
     markdown_bytes: usize,
+    image_hosts: HashSet<String>,
 }
 
 impl Budget {
-    /// The budget of one page.
-    pub fn page() -> Self {
-        Budget { markdown_bytes: PAGE_MARKDOWN_BYTES }
+    /// The budget of one page whose images may come from `image_hosts` (lowercase host names).
+    pub fn page(image_hosts: impl IntoIterator<Item = String>) -> Self {
+        Budget { markdown_bytes: PAGE_MARKDOWN_BYTES, image_hosts: image_hosts.into_iter().collect() }
     }
 }
 
@@ -75,7 +76,7 @@ pub fn render(markdown: &str, budget: &mut Budget) -> String {
     if end < markdown.len() {
         html::push_html(&mut rendered, std::iter::once(Event::Text(CowStr::from("(The README is cut here.)"))));
     }
-    sanitizer().clean(&rendered).to_string()
+    sanitizer(&budget.image_hosts).clean(&rendered).to_string()
 }
 
 /// The plain notice shown in place of a README past the bounds.
@@ -122,17 +123,30 @@ fn is_delimiter_row(line: &str) -> bool {
     line.contains('-') && line.contains('|') && line.bytes().all(|b| matches!(b, b'|' | b'-' | b':' | b' ' | b'\t'))
 }
 
-fn sanitizer() -> ammonia::Builder<'static> {
+fn sanitizer(image_hosts: &HashSet<String>) -> ammonia::Builder<'static> {
+    let image_hosts = image_hosts.clone();
     let mut builder = ammonia::Builder::default();
     builder
         .url_schemes(HashSet::from(["http", "https", "mailto"]))
         .url_relative(UrlRelative::Deny)
         .link_rel(Some("noopener noreferrer nofollow"))
-        .attribute_filter(|element, attribute, value| match (element, attribute) {
-            ("img", "src") if !value.starts_with("https://") => None,
+        .attribute_filter(move |element, attribute, value| match (element, attribute) {
+            ("img", "src") if !image_allowed(value, &image_hosts) => None,
             _ => Some(value.into()),
         });
     builder
+}
+
+/// Whether an image may load from `src`: over https, from one of `hosts`.
+fn image_allowed(src: &str, hosts: &HashSet<String>) -> bool {
+    let Some(rest) = src.strip_prefix("https://") else { return false };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    // No user information: `https://allowed@elsewhere/` goes elsewhere.
+    if authority.contains('@') {
+        return false;
+    }
+    let host = authority.split(':').next().unwrap_or_default().to_ascii_lowercase();
+    hosts.contains(&host)
 }
 
 #[cfg(test)]
@@ -140,7 +154,7 @@ mod tests {
     use super::*;
 
     fn render_one(markdown: &str) -> String {
-        render(markdown, &mut Budget::page())
+        render(markdown, &mut Budget::page(["img.example".to_owned()]))
     }
 
     #[test]
@@ -161,7 +175,7 @@ mod tests {
 
     #[test]
     fn a_page_renders_at_most_its_budget_of_markdown() {
-        let mut budget = Budget::page();
+        let mut budget = Budget::page([]);
         let readme = "word ".repeat(20 * 1024);
         assert!(!render(&readme, &mut budget).contains("too large"));
         assert!(!render(&readme, &mut budget).contains("too large"));
@@ -191,6 +205,9 @@ mod tests {
         assert!(html.contains("rel=\"noopener noreferrer nofollow\""), "{html}");
         assert!(html.contains("src=\"https://img.example/badge.svg\""), "{html}");
         assert!(!html.contains("src=\"http://img.example"), "{html}");
+        let elsewhere =
+            render_one("![x](https://tracker.example/p.gif) ![y](https://img.example@tracker.example/p.gif)");
+        assert!(!elsewhere.contains("src="), "only the allowed hosts: {elsewhere}");
     }
 
     #[test]

@@ -39,6 +39,8 @@ fn routes() -> Router<AppState> {
     let forms = DefaultBodyLimit::max(MAX_FORM_BYTES);
     Router::new()
         .route("/app", get(pages::organizations::list))
+        // The catch-all below takes no empty rest: `/app/` is the console's too.
+        .route("/app/", get(|| async { axum::response::Redirect::permanent("/app") }))
         .route(layout::STYLESHEET_PATH, get(layout::stylesheet))
         .route("/app/sign-in", get(pages::sign_in::form).post(pages::sign_in::submit).layer(forms))
         .route("/app/sign-out", post(pages::sign_in::sign_out).layer(forms))

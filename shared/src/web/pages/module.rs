@@ -77,7 +77,7 @@ pub async fn show(
         @if let Some((version, _)) = &version { (usage(host, &namespace, module, version)) }
         (source(module))
         (versions_table(&here, statuses, chosen.map(|c| c.version.as_str())))
-        @if let Some((version, metadata)) = &version { (version_details(version, metadata.as_ref())) }
+        @if let Some((version, metadata)) = &version { (version_details(version, metadata.as_ref(), image_hosts(&state, module))) }
     };
     let crumbs = [("Organizations", "/app".to_owned()), (org.name.as_str(), modules_page.clone())];
     Ok(layout::page(viewer.chrome(), &title, &crumbs, body))
@@ -183,9 +183,18 @@ fn more_link(link: Option<&str>) -> Markup {
     }
 }
 
-fn version_details(version: &ModuleVersion, metadata: Option<&ModuleMetadata>) -> Markup {
+/// The hosts a module page's README images may load from: the operator's list, and a VCS
+/// module's own repository host.
+fn image_hosts(state: &AppState, module: &crate::registry::modules::Module) -> Vec<String> {
+    let mut hosts = state.config.console_image_hosts.clone();
+    let repository = module.vcs_repo.as_ref().and_then(|repo| reqwest::Url::parse(&repo.repository_http_url).ok());
+    hosts.extend(repository.and_then(|url| url.host_str().map(str::to_ascii_lowercase)));
+    hosts
+}
+
+fn version_details(version: &ModuleVersion, metadata: Option<&ModuleMetadata>, image_hosts: Vec<String>) -> Markup {
     // One budget for every README the page shows.
-    let mut budget = markdown::Budget::page();
+    let mut budget = markdown::Budget::page(image_hosts);
     html! {
         section.readme {
             h2 { "README" span.note { " · version " (version.version) } }
