@@ -79,6 +79,7 @@ pub struct SyncSummary {
 /// the broker's IAM powers.
 pub async fn rotation(state: &AppState) -> Result<RotationSummary, crate::lambda::Error> {
     let (rotated, revoked) = crate::broker::scheduled_run(state).await?;
+    tracing::debug!(rotated, revoked, "the broker's scheduled run is done");
     Ok(RotationSummary { rotated, revoked })
 }
 
@@ -94,9 +95,15 @@ pub async fn vcs(state: &AppState) -> Result<SyncSummary, crate::lambda::Error> 
     // The agents' sweep rides this schedule (store work only): silent agents past the errored
     // window give their live-agent slots back, and ended agents are pruned after retention.
     match crate::agents::agents::sweep(state).await {
-        Ok(swept) => tracing::info!(errored = swept.errored, pruned = swept.pruned, "agent sweep"),
+        Ok(swept) if swept.errored + swept.pruned > 0 => tracing::info!(
+            errored = swept.errored,
+            pruned = swept.pruned,
+            "agent sweep: silent agents marked errored, ended ones pruned"
+        ),
+        Ok(_) => tracing::debug!("agent sweep: nothing to do"),
         Err(e) => tracing::warn!(error = %e, "the agent sweep failed; retried next run"),
     }
+    tracing::debug!(vcs_work = fetched, "the registry's scheduled run is done");
     Ok(SyncSummary { vcs_work: fetched })
 }
 

@@ -29,13 +29,17 @@ async fn serve() -> Result<(), Box<dyn std::error::Error>> {
     let running = start(options, config).await?;
     if let Some(token) = &running.generated_admin_token {
         println!("Site-admin token (shown once, only its hash is stored): {token}");
+        println!("  Lost it? Restart with HANGAR_ADMIN_TOKEN set to a new value: it replaces this one.");
     }
     if let Some(token) = &running.generated_root_token {
         println!("Root service token for /v1 (shown once, only its hash is stored): {token}");
+        println!("  Lost it? Restart with HANGAR_ROOT_SERVICE_TOKEN set to a new value: it replaces this one.");
     }
     if let Some(cert) = &running.certificate {
         println!("Serving https with a self-signed certificate; trust it with SSL_CERT_FILE={}", cert.display());
     }
+    println!("The web console: {}/app (sign in with a token)", running.url);
+    // Last: clients wait for this line to know the address (tests/clients/conftest.py).
     println!("Hangar is listening on {}", running.url);
     shutdown_signal().await;
     tracing::info!("shutting down");

@@ -301,13 +301,14 @@ impl Fault {
     }
 
     /// `operation` got no AWS error to read: `what` says what happened in a few words, `cause` is
-    /// the SDK's full account, for the log only.
+    /// the SDK's account, for the log only, cut at [`MAX_MESSAGE_BYTES`] (in full it ran to
+    /// 1.5 KB of debug output a failure).
     pub fn unanswered(operation: &str, what: &str, cause: String, request_id: Option<String>) -> Self {
         Fault(Box::new(FaultParts {
             operation: operation.to_owned(),
             code: None,
             request_id,
-            cause: Some(cause),
+            cause: Some(capped(&cause).into_owned()),
             on_aws_side: true,
             summary: format!("{operation}: {what}"),
         }))

@@ -61,11 +61,15 @@ pub async fn reseal(state: &AppState, now: i64) -> Result<Option<Resealed>> {
     if tally.finished() {
         let marker = json!({"finished_at": now, "rewritten": rewritten, "unreadable": unreadable});
         store.put(Item::from_value(keys::broker_resealed(), &marker)?, Condition::Always).await?;
-        tracing::info!(
+        if rewritten + unreadable > 0 {
+            tracing::info!(
             rewritten,
             unreadable,
             "reseal finished: the broker's sealed values are all bound (LegacySealedValues=Resealed may be deployed)"
         );
+        } else {
+            tracing::debug!("reseal: nothing sealed in format 1; the pass is done");
+        }
     } else {
         tracing::info!(rewritten, left, "reseal: the broker's format-1 sealed values are being rebound");
     }

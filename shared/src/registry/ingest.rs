@@ -106,8 +106,19 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
     if let Err(e) = state.blobs.delete(object).await {
         tracing::warn!(object = %object, error = %e, "uploaded object not removed after ingest");
     }
-    tracing::info!(version = %version.id, outcome = ?outcome, "ingest");
+    outcome.log(&version.id);
     Ok(outcome)
+}
+
+impl IngestOutcome {
+    /// One line, in words, at the level the outcome deserves.
+    fn log(&self, version: &str) {
+        match self {
+            IngestOutcome::Ingested { .. } => tracing::info!(version, "version ingested: its archive is served"),
+            IngestOutcome::Failed { reason, .. } => tracing::warn!(version, reason = %reason, "version failed ingest"),
+            IngestOutcome::Ignored => tracing::debug!(version, "upload ignored: no version waits for it"),
+        }
+    }
 }
 
 /// Ingests the uploads a restart may have left stored but not ingested (dev-server stopped in the
@@ -116,7 +127,10 @@ pub async fn resume(state: &AppState) -> Result<()> {
     for object in state.blobs.unannounced_uploads().await? {
         match object_created(state, &object).await {
             Ok(IngestOutcome::Ignored) => {}
-            Ok(outcome) => tracing::info!(object = %object, outcome = ?outcome, "ingest resumed after a restart"),
+            Ok(outcome) => {
+                tracing::info!(object = %object, "ingest resumed after a restart");
+                outcome.log(&object.to_string());
+            }
             Err(e) => tracing::error!(object = %object, error = %e, "resumed ingest failed"),
         }
     }
