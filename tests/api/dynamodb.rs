@@ -323,3 +323,25 @@ async fn a_read_of_an_over_long_name_is_a_404_on_dynamodb() {
     }
     app.stop().await;
 }
+
+/// A default nested past what DynamoDB stores (32 levels an item) is dropped at ingest, so the
+/// version's records are written and read back on DynamoDB as on the embedded store.
+#[tokio::test]
+async fn a_deeply_nested_default_is_dropped_so_the_version_stores_on_dynamodb() {
+    let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
+    let vpc = vpc(&app).await;
+    let upload = upload_link(&app, vpc, "1.0.0").await;
+    let deep = format!("{}1{}", "[".repeat(60), "]".repeat(60));
+    let variables = format!(r#"{{"variable": {{"deep": {{"default": {deep}}}, "fine": {{"default": [[1]]}}}}}}"#);
+    assert_eq!(app.upload(&upload, targz(&[Entry::File("./main.tf.json", variables.as_bytes())])).await, 200);
+    let key = upload.split('?').next().unwrap().split("/upload/").nth(1).unwrap();
+    let state = app.second_state().await;
+    let summary = hangar::jobs::ingest(&state, s3_event(&app, &format!("upload/{key}"))).await.unwrap();
+    assert_eq!(summary.ingested, [key]);
+    let read = app.get(&format!("{vpc}/version?module_version=1.0.0"), &app.admin_token).await;
+    assert_eq!(read.status, 200, "{:?}", read.body);
+    assert_eq!(read.body["data"]["attributes"]["status"], "ok", "{:?}", read.body);
+    assert!(read.body.to_string().contains("variable deep"), "the note says what was dropped: {:?}", read.body);
+    assert_eq!(app.delete(&format!("{vpc}/1.0.0"), &app.admin_token).await.status, 204);
+    app.stop().await;
+}
