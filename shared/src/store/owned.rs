@@ -24,11 +24,34 @@ struct Owner {
     blob: Option<String>,
 }
 
-/// The item's own key and the keys of the items it owns, with the archive it owns if any.
+/// The item's own key and the keys of the items it owns, with the archive it owns if any. A
+/// delete never depends on reading what it deletes: an item whose text does not parse (a
+/// record nested past the parser's limit, written before ingest bounded what it keeps) is
+/// deleted all the same, as owning nothing, and the log says so.
 pub fn owned_by(item: &Item) -> Result<(Vec<Key>, Option<String>), StoreError> {
-    let Owner { mut satellites, blob } = item.parse()?;
+    let Owner { mut satellites, blob } = match item.parse() {
+        Ok(owner) => owner,
+        Err(e) => {
+            tracing::warn!(key = ?item.key, error = %e, "an unreadable item is deleted as owning nothing");
+            Owner { satellites: Vec::new(), blob: None }
+        }
+    };
     satellites.push(item.key.clone());
     Ok((satellites, blob))
+}
+
+#[cfg(all(test, feature = "sqlite"))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_item_that_does_not_parse_is_still_deleted() {
+        let deep = format!("{{\"a\": {}1{}}}", "[".repeat(200), "]".repeat(200));
+        let item = Item::stored(Key::new("ORG#o", "VMETA#x"), &deep);
+        let (keys, blob) = owned_by(&item).expect("its own key at least");
+        assert_eq!(keys, [Key::new("ORG#o", "VMETA#x")]);
+        assert_eq!(blob, None);
+    }
 }
 
 impl Item {
