@@ -137,7 +137,8 @@ async fn every_console_answer_carries_the_security_headers() {
         ("/app/", 308),
         ("/app/nowhere", 404),
         ("/app/console.css", 200),
-        ("/app/sign-out", 405),
+        // Signed out, the sign-out page goes to sign-in.
+        ("/app/sign-out", 303),
     ] {
         let answer = browser.get(path).await;
         assert_eq!(answer.status, status, "{path}: {}", answer.html);
@@ -403,6 +404,48 @@ async fn readme_images_load_only_from_the_hosts_the_operator_allows() {
     let page = browser.get("/app/organizations/acme/modules/private/acme/vpc/aws").await;
     assert!(page.html.contains("src=\"https://img.example/badge.svg\""), "{}", page.html);
     assert!(!page.html.contains("tracker.example"), "{}", page.html);
+    app.stop().await;
+}
+
+/// No page strands a signed-in person: an error page keeps the header and the sign-out form,
+/// the sign-in and sign-out pages answer a GET with their forms and who is signed in, an
+/// organization's name leads to its page, and statuses read as words.
+#[tokio::test]
+async fn every_page_keeps_the_way_on_for_whoever_is_signed_in() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    publish(&app, &owners, "acme", "vpc", &[Entry::File("main.tf", b"variable \"a\" {}\n")]).await;
+    let mut browser = Browser::new(&app);
+    browser.sign_in(&owners).await;
+    let signed_in = |answer: &Answer| {
+        answer.html.contains("action=\"/app/sign-out\"") && answer.html.contains("name=\"form_token\"")
+    };
+
+    for path in ["/app/nowhere", "/app/organizations/elsewhere/modules", "/app/broker"] {
+        let error = browser.get(path).await;
+        assert_eq!(error.status, 404, "{path}");
+        assert!(signed_in(&error), "{path}: an error page keeps the sign-out form: {}", error.html);
+        assert!(error.html.contains("<nav class=\"top\">"), "{path}: and the header");
+    }
+    let sign_in = browser.get("/app/sign-in").await;
+    assert_eq!(sign_in.status, 200, "the sign-in page answers a signed-in GET");
+    assert!(sign_in.html.contains("Signed in as") && signed_in(&sign_in), "{}", sign_in.html);
+    let sign_out = browser.get("/app/sign-out").await;
+    assert_eq!(sign_out.status, 200);
+    assert!(signed_in(&sign_out) && sign_out.html.contains("Signed in as"), "{}", sign_out.html);
+
+    let home = browser.get("/app").await;
+    assert!(home.html.contains("href=\"/app/organizations/acme\""), "the organization's name is a link: {}", home.html);
+    let org = browser.get("/app/organizations/acme").await;
+    assert_eq!(org.status, 200, "{}", org.html);
+    for link in ["/app/organizations/acme/modules", "/app/organizations/acme/agent-pools"] {
+        assert!(org.html.contains(&format!("href=\"{link}\"")), "{link}: {}", org.html);
+    }
+    let modules = browser.get("/app/organizations/acme/modules").await;
+    assert!(!modules.html.contains(">setup_complete<") && !modules.html.contains(">pending<"), "{}", modules.html);
+
+    let form_token = sign_out.form_token();
+    let out = browser.post("/app/sign-out", &[("form_token", form_token.as_str())]).await;
+    assert_eq!((out.status.as_u16(), out.location()), (303, "/app/sign-in"));
     app.stop().await;
 }
 

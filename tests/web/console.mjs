@@ -312,6 +312,18 @@ async function run() {
   check(pools.includes('Capacity used: 1 of'), 'the capacity used is shown');
   await shot(page, 'agent-pools');
 
+  // No page strands a signed-in person: an organization's name leads to its page, a missing
+  // page keeps the header and the sign-out form, and the sign-out page answers a GET.
+  await page.goto(`${url}/app`);
+  await page.click('a[href="/app/organizations/acme"]');
+  check((await page.textContent('h1')) === 'acme', "an organization's name opens its page");
+  check(await page.locator('a[href="/app/organizations/acme/modules"]').count() === 1, "the organization's page links its modules");
+  await page.goto(`${url}/app/organizations/nowhere-at-all`);
+  check((await page.textContent('h1')) === 'Not found', 'a missing page is the 404 page');
+  check(await page.locator('nav.top form.sign-out button').count() === 1, 'the 404 page keeps the sign-out form');
+  await page.goto(`${url}/app/sign-out`);
+  check((await page.textContent('main')).includes('Signed in as'), 'the sign-out page says who is signed in');
+
   await page.click('form.sign-out button');
   await page.waitForURL(`${url}/app/sign-in`);
   await page.goto(`${url}/app/organizations/acme/modules`);

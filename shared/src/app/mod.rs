@@ -109,13 +109,14 @@ pub mod routers {
 
     /// The console: HTML pages, so its own 404 page for every path (not the JSON:API answer).
     pub fn web(state: AppState) -> Router {
-        edge(crate::web::standalone().with_state(state))
+        edge(crate::web::standalone(&state).with_state(state))
     }
 
     /// Every family and the console in one router, plus the `/upload/` and `/object/` links of
     /// local blobs: dev-server's.
     pub fn all(state: AppState) -> Router {
-        let mut router = finish(super::families(), state.clone()).merge(crate::web::router().with_state(state.clone()));
+        let mut router =
+            finish(super::families(), state.clone()).merge(crate::web::router(&state).with_state(state.clone()));
         if let Some(local) = state.local_blobs.clone() {
             let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));
             let links = super::objects::object_routes_with_hooks(local, ingest);

@@ -63,13 +63,23 @@ impl WebError {
     }
 }
 
+/// What an error page says, kept on its response so that `guard::signed_in_errors` can show
+/// it again inside the signed-in header of the session that met it.
+#[derive(Debug, Clone)]
+pub struct ErrorPage {
+    pub title: &'static str,
+    pub text: String,
+}
+
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {
         if let WebError::SignInRequired = self {
             return Redirect::to("/app/sign-in").into_response();
         }
         let (title, text) = self.words();
-        (self.status(), layout::message_page(title, &text)).into_response()
+        let mut response = (self.status(), layout::message_page(title, &text)).into_response();
+        response.extensions_mut().insert(ErrorPage { title, text });
+        response
     }
 }
 

@@ -6,7 +6,10 @@ use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::error::WebError;
+use super::error::{ErrorPage, WebError};
+use super::layout;
+use super::session;
+use crate::state::AppState;
 
 /// No scripts at all; styles only from the console's own stylesheet; images only over https
 /// (README badges); forms post only back here; never framed.
@@ -66,6 +69,29 @@ pub fn refuse_foreign_origin(headers: &HeaderMap) -> Result<(), WebError> {
         Some(authority) if authority.eq_ignore_ascii_case(host) => Ok(()),
         _ => Err(WebError::CrossSite),
     }
+}
+
+/// Shows an error page inside the signed-in header when the request came with a live session:
+/// a page the token may not see, a 404, a refused form all keep the way back to the console and
+/// the sign-out form. The session is read only for an error page, and only then.
+pub async fn signed_in_errors(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let id = session::presented(request.headers()).map(str::to_owned);
+    let response = next.run(request).await;
+    let (Some(error), Some(id)) = (response.extensions().get::<ErrorPage>().cloned(), id) else { return response };
+    let now = chrono::Utc::now().timestamp();
+    let Ok(Some(viewer)) = session::open(state.store.as_ref(), &id, now).await else { return response };
+    let (mut parts, _) = response.into_parts();
+    let page = layout::signed_in_message_page(viewer.chrome(), error.title, &error.text).into_response();
+    let (page_parts, body) = page.into_parts();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    if let Some(content_type) = page_parts.headers.get(header::CONTENT_TYPE) {
+        parts.headers.insert(header::CONTENT_TYPE, content_type.clone());
+    }
+    Response::from_parts(parts, body)
 }
 
 #[cfg(test)]

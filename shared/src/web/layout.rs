@@ -60,7 +60,17 @@ pub fn bare_page(title: &str, body: Markup) -> Page {
 
 /// An error page: a heading and a sentence.
 pub fn message_page(title: &str, text: &str) -> Page {
-    bare_page(title, html! { h1 { (title) } p.message { (text) } p { a href="/app" { "Back to the console" } } })
+    bare_page(title, message(title, text))
+}
+
+/// An error page for someone signed in: the same words inside the signed-in header, so every
+/// page has a way on (the console's home, sign-out).
+pub fn signed_in_message_page(chrome: Chrome<'_>, title: &str, text: &str) -> Page {
+    page(chrome, title, &[], message(title, text))
+}
+
+fn message(title: &str, text: &str) -> Markup {
+    html! { h1 { (title) } p.message { (text) } p { a href="/app" { "Back to the console" } } }
 }
 
 fn shell(title: &str, header: Markup, crumbs: &[(&str, String)], body: Markup) -> Markup {
@@ -117,9 +127,27 @@ pub fn unix_time(at: i64) -> String {
         .map_or_else(|| at.to_string(), |at| at.format("%Y-%m-%d %H:%M UTC").to_string())
 }
 
-/// A status as a labelled badge (`status-ok`, `status-errored`, …) that reads without colour.
+/// A status as a labelled badge (`status-ok`, `status-errored`, …) that reads without colour,
+/// in words: the API's codes (`reg_ingress_failed`) mean nothing to a person.
 pub fn badge(status: &str) -> Markup {
     let class: String =
         status.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' }).collect();
-    html! { span class={ "badge status-" (class) } { (status) } }
+    html! { span class={ "badge status-" (class) } title=(status) { (in_words(status)) } }
+}
+
+/// A status code as people say it; an unknown one with its underscores as spaces.
+fn in_words(status: &str) -> std::borrow::Cow<'_, str> {
+    let words = match status {
+        "ok" => "ready",
+        "pending" => "waiting for its archive",
+        "reg_ingress_failed" => "archive refused",
+        "reg_ingress_req_failed" => "fetch failed",
+        "reg_ingressing" => "being read",
+        "setup_complete" => "ready",
+        "setup_failed" => "setup failed",
+        "no_version_tags" => "no version tags",
+        "pending_setup" => "being set up",
+        _ => return status.replace('_', " ").into(),
+    };
+    words.into()
 }

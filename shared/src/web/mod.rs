@@ -12,7 +12,7 @@ mod pages;
 mod session;
 
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 
 pub use error::WebError;
@@ -26,13 +26,21 @@ const MAX_FORM_BYTES: usize = 4 * 1024;
 /// Every console route, to merge beside the families' routers (dev-server's). Unknown paths
 /// under `/app` are the console's own 404 page; every answer, errors and redirects included,
 /// carries the security headers (`guard::headers`).
-pub fn router() -> Router<AppState> {
-    routes().layer(axum::middleware::from_fn(guard::headers))
+pub fn router(state: &AppState) -> Router<AppState> {
+    guarded(routes(), state)
 }
 
 /// The console alone (the `web` function's): any path outside `/app` is its 404 page too.
-pub fn standalone() -> Router<AppState> {
-    routes().fallback(|| async { WebError::NotFound }).layer(axum::middleware::from_fn(guard::headers))
+pub fn standalone(state: &AppState) -> Router<AppState> {
+    guarded(routes().fallback(|| async { WebError::NotFound }), state)
+}
+
+/// Every answer: error pages inside the signed-in header (outermost, so it also sees the pages
+/// `guard::headers` makes of axum's own refusals), and the security headers.
+fn guarded(routes: Router<AppState>, state: &AppState) -> Router<AppState> {
+    routes
+        .layer(axum::middleware::from_fn(guard::headers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard::signed_in_errors))
 }
 
 fn routes() -> Router<AppState> {
@@ -43,7 +51,8 @@ fn routes() -> Router<AppState> {
         .route("/app/", get(|| async { axum::response::Redirect::permanent("/app") }))
         .route(layout::STYLESHEET_PATH, get(layout::stylesheet))
         .route("/app/sign-in", get(pages::sign_in::form).post(pages::sign_in::submit).layer(forms))
-        .route("/app/sign-out", post(pages::sign_in::sign_out).layer(forms))
+        .route("/app/sign-out", get(pages::sign_in::sign_out_form).post(pages::sign_in::sign_out).layer(forms))
+        .route("/app/organizations/{org}", get(pages::organizations::show))
         .route("/app/organizations/{org}/modules", get(pages::modules::list))
         .route("/app/organizations/{org}/modules/{registry}/{namespace}/{name}/{provider}", get(pages::module::show))
         .route("/app/organizations/{org}/agent-pools", get(pages::agents::pools))

@@ -79,6 +79,40 @@ impl Viewer {
     }
 
     /// What the page header shows for this session.
+    /// Who the session's token is, in words, and what it may do.
+    pub fn describe(&self) -> String {
+        match &self.who {
+            Who::Hangar(Principal::SiteAdmin) => "the site admin (every organization, every action)".to_owned(),
+            Who::Hangar(Principal::Team(grant)) if grant.owners => {
+                "a token of an organization's owners team".to_owned()
+            }
+            Who::Hangar(Principal::Team(grant)) => {
+                let access = &grant.access;
+                let may: Vec<&str> = [
+                    (access.manage_modules, "manage modules"),
+                    (access.manage_agent_pools, "manage agent pools"),
+                    (access.manage_workspaces, "manage workspaces"),
+                ]
+                .into_iter()
+                .filter_map(|(granted, what)| granted.then_some(what))
+                .collect();
+                match may.is_empty() {
+                    true => "a team token that may read its organization".to_owned(),
+                    false => format!("a team token that may read its organization and {}", may.join(", ")),
+                }
+            }
+            Who::Hangar(Principal::Agent(_)) => "an agent token".to_owned(),
+            Who::Broker(token) => {
+                format!("broker token {} with the policies {}", token.display_name, token.policies.join(", "))
+            }
+        }
+    }
+
+    /// The session's form token, which its POST forms carry.
+    pub fn form_token(&self) -> &str {
+        &self.form_token
+    }
+
     pub fn chrome(&self) -> Chrome<'_> {
         Chrome { form_token: &self.form_token, broker: matches!(self.who, Who::Broker(_)) }
     }

@@ -12,18 +12,53 @@ use crate::api::BaseUrl;
 use crate::state::AppState;
 use crate::web::error::WebError;
 use crate::web::guard::refuse_foreign_origin;
-use crate::web::layout::bare_page;
+use crate::web::layout::{self, bare_page};
 use crate::web::session::{self, MaybeViewer, MAX_TOKEN_CHARS};
 
 /// The longest form token read.
 const MAX_FORM_TOKEN_CHARS: usize = 64;
 
-/// The sign-in page; someone signed in already goes on to the console.
+/// The sign-in page. Someone signed in sees it too, with who they are, the console's header and
+/// the sign-out form: signing in again with another token replaces the session.
 pub async fn form(MaybeViewer(viewer): MaybeViewer, BaseUrl(base): BaseUrl) -> Response {
-    if viewer.is_some() {
-        return Redirect::to("/app").into_response();
+    let mut page = sign_in_page(StatusCode::OK, None, base.starts_with("https://"));
+    if let Some(viewer) = viewer {
+        let (mut parts, _) = page.into_parts();
+        let body = html! {
+            section.sign-in {
+                h1 { "Sign in to Hangar" }
+                p.summary { "Signed in as " (viewer.describe()) ". Sign in below with another token to switch, or sign out." }
+                (sign_in_form(&form_token_of(&parts)))
+            }
+        };
+        let signed_in = layout::page(viewer.chrome(), "Sign in", &[], body).into_response();
+        let (_, body) = signed_in.into_parts();
+        parts.headers.remove(header::CONTENT_LENGTH);
+        page = Response::from_parts(parts, body);
     }
-    sign_in_page(StatusCode::OK, None, base.starts_with("https://"))
+    page
+}
+
+/// The sign-out page (a GET): the POST form that ends the session, with its form token.
+pub async fn sign_out_form(MaybeViewer(viewer): MaybeViewer) -> Response {
+    let Some(viewer) = viewer else { return Redirect::to("/app/sign-in").into_response() };
+    let body = html! {
+        section.sign-in {
+            h1 { "Sign out" }
+            p { "Signed in as " (viewer.describe()) ". Signing out ends this session; the token itself stays valid." }
+            form method="post" action="/app/sign-out" {
+                input type="hidden" name="form_token" value=(viewer.form_token());
+                button type="submit" { "Sign out" }
+            }
+        }
+    };
+    layout::page(viewer.chrome(), "Sign out", &[], body).into_response()
+}
+
+/// The sign-in form token a sign-in page's cookie holds (the page sets it with the form).
+fn form_token_of(parts: &axum::http::response::Parts) -> String {
+    let cookie = parts.headers.get(header::SET_COOKIE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    cookie.split(';').next().and_then(|pair| pair.split_once('=')).map(|(_, v)| v.to_owned()).unwrap_or_default()
 }
 
 /// The form, with a fresh form token and the cookie that holds it.
@@ -38,17 +73,23 @@ fn sign_in_page(status: StatusCode, problem: Option<&str>, secure: bool) -> Resp
                     "agent pools, or a broker token to browse the credential broker. It is checked once; "
                     "the browser then keeps only a session cookie." }
                 @if let Some(problem) = problem { p.problem role="alert" { (problem) } }
-                form method="post" action="/app/sign-in" {
-                    input type="hidden" name="form_token" value=(form_token);
-                    label for="token" { "Token" }
-                    input #token type="password" name="token" required autocomplete="off"
-                        maxlength=(MAX_TOKEN_CHARS) autofocus;
-                    button type="submit" { "Sign in" }
-                }
+                (sign_in_form(&form_token))
             }
         },
     );
     (status, [(header::SET_COOKIE, cookie)], page).into_response()
+}
+
+fn sign_in_form(form_token: &str) -> maud::Markup {
+    html! {
+        form method="post" action="/app/sign-in" {
+            input type="hidden" name="form_token" value=(form_token);
+            label for="token" { "Token" }
+            input #token type="password" name="token" required autocomplete="off"
+                maxlength=(MAX_TOKEN_CHARS) autofocus;
+            button type="submit" { "Sign in" }
+        }
+    }
 }
 
 #[derive(Deserialize)]
