@@ -154,7 +154,15 @@ async fn every_console_answer_carries_the_security_headers() {
         ] {
             assert!(csp.contains(directive), "{path}: {directive} missing from {csp}");
         }
-        assert!(!csp.contains("script-src") && !csp.contains("unsafe"), "{path}: {csp}");
+        // One script, the copy button's, by its hash: nothing inline or loaded besides.
+        let scripts: Vec<&str> = csp
+            .split(';')
+            .find(|directive| directive.trim().starts_with("script-src"))
+            .map(|directive| directive.split_whitespace().collect())
+            .unwrap_or_default();
+        assert_eq!(scripts.len(), 2, "{path}: {csp}");
+        assert!(scripts[1].starts_with("'sha256-") && scripts[1].ends_with("='"), "{path}: {csp}");
+        assert!(!csp.contains("unsafe"), "{path}: {csp}");
         assert_eq!(header("x-content-type-options"), "nosniff", "{path}");
         assert_eq!(header("referrer-policy"), "no-referrer", "{path}");
         assert_eq!(header("x-frame-options"), "DENY", "{path}");
@@ -330,7 +338,12 @@ async fn a_readme_is_sanitized_and_the_module_page_shows_its_metadata() {
     assert!(html.contains("<h1>vpc</h1>") && html.contains("A network."), "the README renders: {html}");
     assert!(html.contains("&lt;script&gt;window.pwned = 1&lt;/script&gt;"), "shown as text: {html}");
     assert!(html.contains("onerror=\"window.pwned = 2\"&gt;") || html.contains("onerror=&quot;"), "{html}");
-    assert!(!html.contains("<script") && !html.contains("<img"), "no element from the README's HTML: {html}");
+    let readme = html.split("<article class=\"markdown\">").nth(1).and_then(|rest| rest.split("</article>").next());
+    let readme = readme.expect("the README's article");
+    assert!(!readme.contains("<script") && !readme.contains("<img"), "no element from the README's HTML: {readme}");
+    let scripts = html.matches("<script>").count();
+    assert_eq!(scripts, 1, "the page's one script is the copy button's");
+    assert!(html.contains(&format!("<script>{}</script>", hangar::web::layout::COPY_SCRIPT)), "{html}");
     assert!(!html.contains("javascript:"), "{html}");
     assert!(html.contains("<code>cidr</code>") && html.contains("The range."), "inputs: {html}");
     assert!(html.contains("<code>vpc_id</code>"), "outputs: {html}");
@@ -520,6 +533,9 @@ async fn broker_pages_show_roles_and_rotations_but_never_a_secret() {
     assert!(mount.html.contains("deploy") && mount.html.contains("assumed_role"), "{}", mount.html);
     assert!(mount.html.contains("15m") && mount.html.contains("1h"), "TTLs: {}", mount.html);
     assert!(mount.html.contains(&user) && mount.html.contains("2h"), "the static role: {}", mount.html);
+    assert!(mount.html.contains("arn:aws:iam::123456789012:role/deploy"), "the role's ARNs: {}", mount.html);
+    assert!(mount.html.contains("set, with an access key"), "whether config/root is set: {}", mount.html);
+    assert!(mount.html.contains("<dt>Leases</dt><dd>none</dd>"), "the mount's leases: {}", mount.html);
     for page in [&mounts, &mount] {
         for never in [secret.as_str(), access.as_str(), moto::SECRET_KEY, root] {
             assert!(!page.html.contains(never), "a secret on a broker page: {never}");
@@ -527,6 +543,17 @@ async fn broker_pages_show_roles_and_rotations_but_never_a_secret() {
     }
     assert_eq!(browser.get("/app/organizations").await.status, 404);
     assert_eq!(browser.get("/app/broker/mount?path=nowhere").await.status, 404);
+
+    // A token that may list nothing lands on a page that says who it is and what it may do.
+    let created =
+        vault(reqwest::Method::POST, "auth/token/create", json!({"policies": ["default"], "display_name": "ci"}));
+    let created: serde_json::Value = created.await.expect("an answer").json().await.expect("JSON");
+    let mut limited = Browser::new(&app);
+    limited.sign_in(created["auth"]["client_token"].as_str().expect("a token")).await;
+    let landing = limited.get("/app/broker").await;
+    assert_eq!(landing.status, 200, "{}", landing.html);
+    assert!(landing.html.contains("token-ci") && landing.html.contains("may not list the broker"), "{}", landing.html);
+    assert!(landing.html.contains("action=\"/app/sign-out\""), "{}", landing.html);
     app.stop().await;
 }
 

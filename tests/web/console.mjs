@@ -240,6 +240,8 @@ async function run() {
   // --no-sandbox: CI runs as root, where Chromium's sandbox cannot start.
   browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--no-sandbox'] });
   const context = await browser.newContext({ viewport: { width: 1200, height: 800 } });
+  // The usage snippet's copy button writes the clipboard; the check reads it back.
+  await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: url });
   const page = await context.newPage();
   const dialogs = [];
   const consoleMessages = [];
@@ -285,6 +287,10 @@ async function run() {
   const inputs = await page.textContent('section.inputs');
   check(inputs.includes('cidr') && inputs.includes("The VPC's address range.") && inputs.includes('name'), 'the inputs are listed');
   check((await page.textContent('section.usage pre')).includes('version = "~> 1.1"'), 'the usage snippet names the latest minor version');
+  await page.click('section.usage button.copy');
+  await page.waitForFunction(() => document.querySelector('section.usage button.copy').textContent !== 'Copy');
+  check((await page.textContent('section.usage button.copy')) === 'Copied', 'the copy button copies the snippet (its script runs under the CSP)');
+  check((await page.evaluate(() => navigator.clipboard.readText())).includes('version = "~> 1.1"'), 'the clipboard holds the snippet');
   const versions = await page.textContent('section.versions');
   check(['1.0.0', '1.1.0', '1.2.0'].every((v) => versions.includes(v)), 'every version is listed');
   const row = (version) => page.locator('section.versions tr', { has: page.locator(`a:text-is("${version}")`) });

@@ -230,6 +230,11 @@ pub async fn unmount(state: &AppState, path: &str) -> Result<()> {
     Ok(())
 }
 
+/// How many leases a mount holds, counted up to `bound` (`bound + 1` means more).
+pub async fn count(store: &dyn ItemStore, mount: &Mount, bound: usize) -> Result<usize> {
+    Ok(store.query(keys::mount_leases(&mount.uuid).limit(bound + 1)).await?.items.len())
+}
+
 /// Revokes up to `limit` leases whose time has come; returns how many.
 pub async fn revoke_expired(state: &AppState, clouds: &mut MountClouds, limit: usize, now: i64) -> Result<usize> {
     let due = schedule::due(state.store.as_ref(), EXPIRY_PARTITION, now, limit).await?;

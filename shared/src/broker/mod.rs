@@ -3,7 +3,7 @@
 //! and `/v1/auth/token`, and the scheduled rotation of static-role keys (function
 //! `key-rotation`).
 
-mod config;
+pub mod config;
 mod credentials;
 pub mod duration;
 mod engine;

@@ -11,10 +11,22 @@ use super::layout;
 use super::session;
 use crate::state::AppState;
 
-/// No scripts at all; styles only from the console's own stylesheet; images only over https
-/// (README badges); forms post only back here; never framed.
-const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; style-src 'self'; img-src https:; \
-     form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+/// No script but the console's one (`layout::COPY_SCRIPT`, by its hash); styles only from the
+/// console's own stylesheet; images only over https (README badges); forms post only back here;
+/// never framed.
+fn content_security_policy() -> &'static HeaderValue {
+    static POLICY: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let hash = base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(layout::COPY_SCRIPT));
+        let policy = format!(
+            "default-src 'none'; script-src 'sha256-{hash}'; style-src 'self'; img-src https:; \
+             form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+        );
+        HeaderValue::from_str(&policy).expect("a header value of ASCII")
+    })
+}
 
 /// Adds the security headers to every console answer, and turns an answer axum made on its own
 /// (a 405, a form it refused, a body over the limit: no `Content-Type` or plain text) into a page.
@@ -39,7 +51,7 @@ pub async fn headers(request: Request, next: Next) -> Response {
     let set = |headers: &mut HeaderMap, name: HeaderName, value: &'static str| {
         headers.insert(name, HeaderValue::from_static(value));
     };
-    set(headers, header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY);
+    headers.insert(header::CONTENT_SECURITY_POLICY, content_security_policy().clone());
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set(headers, header::REFERRER_POLICY, "no-referrer");
     set(headers, header::X_FRAME_OPTIONS, "DENY");

@@ -99,6 +99,24 @@ fn shell(title: &str, header: Markup, crumbs: &[(&str, String)], body: Markup) -
     }
 }
 
+/// The console's one script: a "Copy" button copies the text of the element its `data-copy`
+/// names. Allowed by its hash in the Content-Security-Policy (`guard::content_security_policy`),
+/// so no other script, inline or loaded, can run.
+pub const COPY_SCRIPT: &str = "document.querySelectorAll('button[data-copy]').forEach(function (button) {\
+button.addEventListener('click', function () {\
+navigator.clipboard.writeText(document.getElementById(button.dataset.copy).textContent).then(\
+function () { button.textContent = 'Copied'; }, function () { button.textContent = 'Copy failed'; });\
+});\
+});";
+
+/// A "Copy" button for the element with id `target`, and the script that makes it work.
+pub fn copy_button(target: &str) -> Markup {
+    html! {
+        button.copy type="button" data-copy=(target) { "Copy" }
+        script { (maud::PreEscaped(COPY_SCRIPT)) }
+    }
+}
+
 /// Previous / next links for a list, built by the API's pagination helper on the page's own path
 /// (its `page[number]` and `page[size]` parameters, the caller's others kept).
 pub fn pager(path: &str, params: &QueryParams, page: PageRequest, total: usize) -> Markup {

@@ -6,7 +6,7 @@
 
 mod error;
 mod guard;
-mod layout;
+pub mod layout;
 mod markdown;
 mod pages;
 mod session;

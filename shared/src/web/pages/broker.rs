@@ -29,7 +29,16 @@ const CONCURRENT_READS: usize = 16;
 pub async fn mounts(State(state): State<AppState>, viewer: Viewer) -> Result<Page, WebError> {
     let token = viewer.broker_token()?;
     let store = state.store.as_ref();
-    policies::require(store, token, "sys/mounts", "read").await?;
+    if !policies::allowed(store, token, "sys/mounts", "read").await? {
+        // A token that may not list the mounts still lands somewhere: who it is, what it may do.
+        let body = html! {
+            h1 { "Credential broker" }
+            p.summary { "Signed in as " code { (token.display_name) } " with the policies " (token.policies.join(", ")) "." }
+            p { "This token may not list the broker's mounts (that takes " code { "read" } " on " code { "sys/mounts" }
+                "), so the console has nothing to show it. It may still call the API paths its policies allow." }
+        };
+        return Ok(layout::page(viewer.chrome(), "Credential broker", &[], body));
+    }
     let mounts = mounts::all(store).await?;
     let body = html! {
         h1 { "Credential broker" }
@@ -72,9 +81,15 @@ pub async fn mount(State(state): State<AppState>, viewer: Viewer, query: RawQuer
         Some(names) => Some(statics_table(store, token, &mount, names).await?),
         None => None,
     };
+    let root = root_status(store, token, &mount).await?;
+    let leases = lease_count(store, token, &mount).await?;
     let body = html! {
         h1 { "Mount " code { (path) "/" } }
         p.summary { (mount.kind) @if !mount.description.is_empty() { " · " (mount.description) } }
+        dl.facts {
+            dt { code { "config/root" } } dd { (root) }
+            dt { "Leases" } dd { (leases) }
+        }
         section.roles {
             h2 { "Roles" }
             @match roles {
@@ -163,7 +178,7 @@ async fn roles_table(
     Ok(html! {
         @if names.is_empty() { p.empty { "No role." } } @else {
             table.list {
-                thead { tr { th { "Role" } th { "Credential type" } th { "Default STS TTL" } th { "Max STS TTL" } } }
+                thead { tr { th { "Role" } th { "Credential type" } th { "Policies" } th { "Role ARNs" } th { "Default STS TTL" } th { "Max STS TTL" } } }
                 tbody {
                     @for (name, role) in &rows {
                         tr {
@@ -171,11 +186,13 @@ async fn roles_table(
                             @match role {
                                 Some(Ok(role)) => {
                                     td { (credential_types(role)) }
+                                    td { (role_policies(role)) }
+                                    td { @for arn in &role.role_arns { code { (arn) } br; } }
                                     td { (ttl(role.default_sts_ttl)) }
                                     td { (ttl(role.max_sts_ttl)) }
                                 }
-                                Some(Err(_)) => td colspan="3" { span.problem { "stored fields no longer validate" } },
-                                None => td colspan="3" { span.note { "not readable with this token" } },
+                                Some(Err(_)) => td colspan="5" { span.problem { "stored fields no longer validate" } },
+                                None => td colspan="5" { span.note { "not readable with this token" } },
                             }
                         }
                     }
@@ -222,6 +239,50 @@ async fn statics_table(
 
 fn more(total: usize) -> Markup {
     html! { @if total > MAX_ROLES_SHOWN { p.note { "Showing the first " (MAX_ROLES_SHOWN) " of " (total) "." } } }
+}
+
+/// What a role grants, by name (never a document's text): managed policies, an inline
+/// document, groups.
+fn role_policies(role: &Role) -> Markup {
+    html! {
+        @for arn in &role.policy_arns { code { (arn) } br; }
+        @if !role.policy_document.is_empty() { "an inline policy document" br; }
+        @for group in &role.iam_groups { "group " code { (group) } br; }
+    }
+}
+
+/// Whether the mount's `config/root` is set, and how it reaches AWS, where the token may read
+/// it (as `GET <mount>/config/root` shows it: never the secret key).
+async fn root_status(store: &dyn ItemStore, token: &ServiceToken, mount: &Mount) -> Result<String, WebError> {
+    if !readable(store, token, &format!("{}/config/root", mount.path)).await? {
+        return Ok("not readable with this token".into());
+    }
+    if !crate::broker::config::root_exists(store, mount).await? {
+        return Ok("not set: the engine signs in with the deployment's default AWS credentials".into());
+    }
+    let root = crate::broker::config::root(store, mount).await?;
+    Ok(match (root.access_key.is_empty(), &root.role_arn) {
+        (false, _) => "set, with an access key".into(),
+        (true, Some(role)) => format!("set, with workload identity as {role}"),
+        (true, None) => "set, with the deployment's default AWS credentials".into(),
+    })
+}
+
+/// How many leases the mount holds, where the token may list them (`sys/leases/lookup/` takes
+/// `list` and `sudo`, as in Vault); counted up to a bound.
+async fn lease_count(store: &dyn ItemStore, token: &ServiceToken, mount: &Mount) -> Result<String, WebError> {
+    const COUNTED: usize = 1000;
+    let checked = format!("sys/leases/lookup/{}/", mount.path);
+    let may = policies::allowed(store, token, &checked, "list").await?
+        && policies::allowed(store, token, &checked, "sudo").await?;
+    if !may {
+        return Ok("not listable with this token".into());
+    }
+    Ok(match crate::broker::leases::count(store, mount, COUNTED).await? {
+        0 => "none".into(),
+        n if n > COUNTED => format!("more than {COUNTED}"),
+        n => n.to_string(),
+    })
 }
 
 fn credential_types(role: &Role) -> String {

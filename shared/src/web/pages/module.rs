@@ -101,7 +101,8 @@ fn usage(host: &str, namespace: &str, module: &Module, version: &ModuleVersion) 
     html! {
         section.usage {
             h2 { "Usage" }
-            pre { code { (snippet) } }
+            pre { code #usage-snippet { (snippet) } }
+            (layout::copy_button("usage-snippet"))
         }
     }
 }
