@@ -1,4 +1,4 @@
-//! Every setting, read once from the environment at start. README.md documents each one.
+//! Every setting, read once from the environment at start. docs/settings.md documents each one.
 
 use std::ops::RangeInclusive;
 use std::path::PathBuf;
@@ -280,7 +280,7 @@ fn number<T: TryFrom<u64>>(
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
 
-/// The range of each numeric setting (README's table gives the same).
+/// The range of each numeric setting (docs/settings.md's table gives the same).
 mod range {
     use std::ops::RangeInclusive;
 

@@ -189,12 +189,12 @@ fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
     Ok(dir)
 }
 
-/// Tightens what the data directory holds to its owner alone, saying so when an earlier
-/// version (or another hand) had left it readable by others.
-fn tighten(dir: &std::path::Path) -> Result<(), BootError> {
+/// Tightens what the data directory holds to its owner alone; `announce`: saying so, when an
+/// earlier version (or another hand) had left it readable by others.
+fn tighten(dir: &std::path::Path, announce: bool) -> Result<(), BootError> {
     let failed = |source| BootError::DataDir { path: dir.display().to_string(), source };
     let tightened = crate::owner_only::tighten(dir).map_err(failed)?;
-    if tightened > 0 {
+    if tightened > 0 && announce {
         tracing::warn!(
             directory = %dir.display(),
             entries = tightened,
@@ -208,6 +208,8 @@ fn tighten(dir: &std::path::Path) -> Result<(), BootError> {
 #[cfg(feature = "sqlite")]
 fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootError> {
     let dir = data_dir(config)?;
+    // What an earlier start left, before this one adds to it.
+    tighten(dir, true)?;
     let path = dir.join("hangar.db");
     let store = match config.store_sharing {
         crate::config::StoreSharing::Shared => crate::store::SqliteStore::open(path)?,
@@ -215,8 +217,8 @@ fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootE
     };
     let key = crate::blobs::signing_key(dir)?;
     let local = LocalBlobs::new(dir, key, config.public_url.clone().unwrap_or_default(), config.max_upload_bytes)?;
-    // After the store has made its files (SQLite makes them 0644), before anything is served.
-    tighten(dir)?;
+    // The files the store has just made (SQLite makes them 0644), before anything is served.
+    tighten(dir, false)?;
     Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))
 }
 

@@ -3,7 +3,7 @@
 // directory, seeded through the API. It signs in, finds a module by search, opens it, reads its
 // README and inputs, sees deprecated and revoked versions marked and an agent's status, signs out; it checks
 // that a README's <script> and <img onerror> show as text and that nothing runs; and it writes
-// screenshots of the main pages to docs/console/ (README: "What it looks like").
+// screenshots of the main pages to docs/console/ (docs/console.md shows them).
 //
 // Run: HANGAR_DEV_SERVER=target/debug/dev-server node tests/web/console.mjs (tests/run does).
 

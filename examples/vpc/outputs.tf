@@ -1,0 +1,4 @@
+output "subnets" {
+  description = "Each zone's subnet range."
+  value       = local.subnets
+}
