@@ -14,6 +14,7 @@ mod load;
 mod local;
 mod nginx;
 mod prod_path;
+mod readme_page;
 mod rotation;
 mod server;
 mod sizes;
@@ -99,6 +100,8 @@ enum Figure {
     Ingest,
     /// A rotation run with 10,000 static roles, 100 due.
     Rotation,
+    /// The worst module page a README can make against a plain one, and ping beside it.
+    ReadmePage,
     #[command(hide = true)]
     IngestChild { archive: PathBuf },
     #[command(hide = true)]
@@ -120,6 +123,7 @@ async fn main() {
             show(agent_cost::run().await);
             show(ingest::run().await);
             show(rotation::run().await);
+            show(readme_page::run().await);
             return;
         }
         Figure::Sizes { lambda_dir, target } => sizes::run(&lambda_dir, &target),
@@ -133,6 +137,7 @@ async fn main() {
         Figure::AgentCost => agent_cost::run().await,
         Figure::Ingest => ingest::run().await,
         Figure::Rotation => rotation::run().await,
+        Figure::ReadmePage => readme_page::run().await,
         Figure::IngestChild { archive } => return ingest::ingest_child(archive).await,
         Figure::GunzipChild { archive } => return ingest::gunzip_child(archive),
     };

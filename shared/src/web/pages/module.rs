@@ -67,6 +67,17 @@ pub async fn show(
     let here =
         format!("{modules_page}/{}/{namespace}/{}/{}", path.registry, module.name.as_str(), module.provider.as_str());
     let host = base.split_once("://").map_or(base.as_str(), |(_, host)| host).trim_end_matches('/');
+    let usage = version.as_ref().map(|(version, _)| usage(host, &namespace, module, version));
+    let details = match version {
+        Some((version, metadata)) => {
+            let hosts = image_hosts(&state, module);
+            // READMEs render off the async workers: a page's bounded worst case is still tens of
+            // milliseconds of CPU, which would hold up every other request on the worker.
+            let rendered = tokio::task::spawn_blocking(move || version_details(&version, metadata.as_ref(), hosts));
+            Some(rendered.await.map_err(|_| WebError::Internal)?)
+        }
+        None => None,
+    };
     let body = html! {
         h1 { (title) }
         p.summary {
@@ -74,10 +85,10 @@ pub async fn show(
             span { (module.registry.as_str()) " module" }
             @if let Some(description) = &module.description { " · " (description) }
         }
-        @if let Some((version, _)) = &version { (usage(host, &namespace, module, version)) }
+        @if let Some(usage) = usage { (usage) }
         (source(module))
         (versions_table(&here, statuses, chosen.map(|c| c.version.as_str())))
-        @if let Some((version, metadata)) = &version { (version_details(version, metadata.as_ref(), image_hosts(&state, module))) }
+        @if let Some(details) = details { (details) }
     };
     let crumbs = [("Organizations", "/app".to_owned()), (org.name.as_str(), modules_page.clone())];
     Ok(layout::page(viewer.chrome(), &title, &crumbs, body))
