@@ -191,6 +191,7 @@ fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
 
 /// Tightens what the data directory holds to its owner alone; `announce`: saying so, when an
 /// earlier version (or another hand) had left it readable by others.
+#[cfg(feature = "sqlite")]
 fn tighten(dir: &std::path::Path, announce: bool) -> Result<(), BootError> {
     let failed = |source| BootError::DataDir { path: dir.display().to_string(), source };
     let tightened = crate::owner_only::tighten(dir).map_err(failed)?;
