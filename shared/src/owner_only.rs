@@ -22,27 +22,41 @@ pub fn file_options() -> tokio::fs::OpenOptions {
     options
 }
 
-/// Takes every permission from group and others on `dir` and what it holds (links are left as
-/// they are); returns how many entries were tightened.
-pub fn tighten(dir: &Path) -> std::io::Result<usize> {
+/// Takes every permission from group and others on `dir` itself and on the entries of it named
+/// `owned` (and all they hold): only what Hangar makes there, so a data directory pointed at a
+/// shared folder leaves the rest of it alone. Links are left as they are, and an entry gone
+/// meanwhile (a journal SQLite removed) is passed over. Returns how many were tightened.
+pub fn tighten(dir: &Path, owned: &[&str]) -> std::io::Result<usize> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
+        let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
         let mut tightened = 0;
-        let mut pending = vec![dir.to_path_buf()];
-        while let Some(path) = pending.pop() {
-            let metadata = std::fs::symlink_metadata(&path)?;
+        let mut pending: Vec<(std::path::PathBuf, bool)> = vec![(dir.to_path_buf(), false)];
+        pending.extend(owned.iter().map(|name| (dir.join(name), true)));
+        while let Some((path, deep)) = pending.pop() {
+            let metadata = match std::fs::symlink_metadata(&path) {
+                Err(e) if gone(&e) => continue,
+                other => other?,
+            };
             if metadata.file_type().is_symlink() {
                 continue;
             }
-            if metadata.is_dir() {
-                for entry in std::fs::read_dir(&path)? {
-                    pending.push(entry?.path());
+            if metadata.is_dir() && deep {
+                let entries = match std::fs::read_dir(&path) {
+                    Err(e) if gone(&e) => continue,
+                    other => other?,
+                };
+                for entry in entries {
+                    pending.push((entry?.path(), true));
                 }
             }
             let mode = metadata.permissions().mode();
             if mode & 0o077 != 0 {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o700))?;
+                match std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode & 0o700)) {
+                    Err(e) if gone(&e) => continue,
+                    other => other?,
+                }
                 tightened += 1;
             }
         }
@@ -50,7 +64,7 @@ pub fn tighten(dir: &Path) -> std::io::Result<usize> {
     }
     #[cfg(not(unix))]
     {
-        let _ = dir;
+        let _ = (dir, owned);
         Ok(0)
     }
 }
@@ -78,10 +92,13 @@ mod tests {
         for (path, mode) in [(old.clone(), 0o755), (old.join("objects"), 0o775), (old.join("objects/archive"), 0o644)] {
             std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
         }
-        assert_eq!(tighten(&old).unwrap(), 3);
+        std::fs::write(old.join("someone-elses"), b"x").unwrap();
+        std::fs::set_permissions(old.join("someone-elses"), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(tighten(&old, &["objects", "gone-already"]).unwrap(), 3);
+        assert_eq!(mode(&old.join("someone-elses")), 0o644, "what Hangar did not make is left alone");
         assert_eq!(mode(&old), 0o700);
         assert_eq!(mode(&old.join("objects")), 0o700);
         assert_eq!(mode(&old.join("objects/archive")), 0o600);
-        assert_eq!(tighten(&old).unwrap(), 0, "nothing left to tighten");
+        assert_eq!(tighten(&old, &["objects"]).unwrap(), 0, "nothing left to tighten");
     }
 }

@@ -189,12 +189,28 @@ fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
     Ok(dir)
 }
 
+/// What Hangar makes in its data directory: the embedded store and its journals, the archives
+/// and uploads, dev-server's TLS files and the key files.
+#[cfg(feature = "sqlite")]
+const OWNED_ENTRIES: &[&str] = &[
+    "hangar.db",
+    "hangar.db-wal",
+    "hangar.db-shm",
+    "hangar.db-journal",
+    "objects",
+    "uploads",
+    "tls",
+    "broker-seal.key",
+    "identity.key",
+    "blob-signing.key",
+];
+
 /// Tightens what the data directory holds to its owner alone; `announce`: saying so, when an
 /// earlier version (or another hand) had left it readable by others.
 #[cfg(feature = "sqlite")]
 fn tighten(dir: &std::path::Path, announce: bool) -> Result<(), BootError> {
     let failed = |source| BootError::DataDir { path: dir.display().to_string(), source };
-    let tightened = crate::owner_only::tighten(dir).map_err(failed)?;
+    let tightened = crate::owner_only::tighten(dir, OWNED_ENTRIES).map_err(failed)?;
     if tightened > 0 && announce {
         tracing::warn!(
             directory = %dir.display(),

@@ -36,9 +36,12 @@ pub enum IngestOutcome {
     Ignored,
 }
 
-/// Whether an upload to this object would be ingested: a version waits for it.
+/// Whether an upload to this object would be ingested: a version created through the API
+/// waits for it. A repository's version takes no upload, even on a link issued before versions
+/// from repositories stopped getting one: its archive is the repository's, fetched by the job.
 pub async fn awaits_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
-    Ok(pending(state, object).await?.is_some())
+    let waiting = pending(state, object).await?;
+    Ok(waiting.is_some_and(|(_, version)| version.source == super::versions::API_SOURCE))
 }
 
 async fn pending(state: &AppState, object: &ObjectId) -> Result<Option<(PendingUpload, ModuleVersion)>> {

@@ -31,10 +31,13 @@ struct Owner {
 pub fn owned_by(item: &Item) -> Result<(Vec<Key>, Option<String>), StoreError> {
     let Owner { mut satellites, blob } = match item.parse() {
         Ok(owner) => owner,
-        Err(e) => {
+        // Only a record nested past the parser's limit: any other failure is a fault to report,
+        // not a reason to leave what the item owns behind.
+        Err(e) if e.to_string().contains("recursion limit") => {
             tracing::warn!(key = ?item.key, error = %e, "an unreadable item is deleted as owning nothing");
             Owner { satellites: Vec::new(), blob: None }
         }
+        Err(e) => return Err(e),
     };
     satellites.push(item.key.clone());
     Ok((satellites, blob))

@@ -78,7 +78,6 @@ impl Viewer {
         }
     }
 
-    /// What the page header shows for this session.
     /// Who the session's token is, in words, and what it may do.
     pub fn describe(&self) -> String {
         match &self.who {
@@ -113,6 +112,7 @@ impl Viewer {
         &self.form_token
     }
 
+    /// What the page header shows for this session.
     pub fn chrome(&self) -> Chrome<'_> {
         Chrome { form_token: &self.form_token, broker: matches!(self.who, Who::Broker(_)) }
     }
