@@ -153,7 +153,7 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
             }
         });
     }
-    let rotation = tokio::spawn(run_rotation(state.clone(), options.rotation_interval));
+    let rotation = tokio::spawn(run_jobs(state.clone(), options.rotation_interval));
     let uploads = queue.map(|queue| tokio::spawn(queue.run(state.clone())));
     // `/` opens the web console, as Vault's `-dev` server opens on its UI.
     let router = routers::all(state).route("/", axum::routing::get(|| async { axum::response::Redirect::to("/app") }));
@@ -190,7 +190,7 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
 /// the key-rotation and registry-sync functions. Each job runs in a loop of its own, as the two
 /// functions do, so a broker run waiting on AWS never holds up the registry's work or the
 /// agents' sweep; work recorded while a job runs wakes it again once the run is over.
-async fn run_rotation(state: AppState, every_seconds: u64) {
+async fn run_jobs(state: AppState, every_seconds: u64) {
     let (broker, registry) = (Notify::new(), Notify::new());
     let wake_both = async {
         loop {

@@ -90,10 +90,10 @@ async fn lookup(
     let body = body.object()?;
     let data = if path.ends_with("-accessor") {
         let accessor = required(&body, "accessor", "missing accessor")?;
-        tokens::look_up(state.store.as_ref(), None, Some(&accessor)).await?
+        tokens::lookup_named(state.store.as_ref(), None, Some(&accessor)).await?
     } else {
         let secret = optional(&body, "token").or_else(|| http::presented(&headers).map(str::to_owned));
-        tokens::look_up(state.store.as_ref(), secret.as_deref(), None).await?
+        tokens::lookup_named(state.store.as_ref(), secret.as_deref(), None).await?
     };
     Ok(VaultResponse::data(data))
 }

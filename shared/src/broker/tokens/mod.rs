@@ -382,7 +382,7 @@ pub fn lookup(secret: &str, token: &ServiceToken) -> Value {
 /// `auth/token/lookup` and `lookup-accessor`: the token a secret or an accessor names, which
 /// Vault answers with 403 `bad token` (an accessor: 400 `invalid accessor`) when it is not
 /// usable. Neither spends one of its uses.
-pub async fn look_up(store: &dyn ItemStore, secret: Option<&str>, accessor: Option<&str>) -> Result<Value> {
+pub async fn lookup_named(store: &dyn ItemStore, secret: Option<&str>, accessor: Option<&str>) -> Result<Value> {
     match (secret, accessor) {
         (Some(secret), _) => {
             let token = resolve(store, secret).await?.ok_or_else(|| BrokerError::Forbidden("bad token".into()))?;
