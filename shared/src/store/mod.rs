@@ -14,6 +14,8 @@ mod race;
 pub mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+/// Fair work queues: one turn per organization, leases, backoff, bounded runs.
+pub mod work_queue;
 
 use std::borrow::Cow;
 use std::sync::Arc;
