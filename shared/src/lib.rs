@@ -12,6 +12,7 @@ pub mod blobs;
 pub mod bootstrap;
 pub mod broker;
 pub mod config;
+pub mod errors;
 pub mod https;
 pub mod identity;
 pub mod ids;

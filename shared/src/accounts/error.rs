@@ -3,6 +3,7 @@
 use axum::response::{IntoResponse, Response};
 
 use crate::api::{ApiError, Field};
+use crate::errors::Kind;
 use crate::names::NameError;
 use crate::seal::SealError;
 use crate::store::StoreError;
@@ -37,6 +38,26 @@ impl AccountsError {
     pub fn name(field: Field, e: NameError) -> Self {
         Self::invalid(field, e.to_string())
     }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            AccountsError::NotFound => Kind::NotFound,
+            AccountsError::Forbidden(_) => Kind::Forbidden,
+            AccountsError::Invalid { .. } => Kind::Invalid,
+            AccountsError::Store(e) => e.kind(),
+            AccountsError::Seal(_) => Kind::Internal,
+        }
+    }
+
+    /// The error as the families that hide what a caller may not touch answer it (the registry,
+    /// agent pools, VCS connections): lacking a permission in an organization is as missing as
+    /// the organization. The one place that rule is decided.
+    pub fn concealed(self) -> Self {
+        match self {
+            AccountsError::Forbidden(_) => AccountsError::NotFound,
+            other => other,
+        }
+    }
 }
 
 /// A workspace's agent pool that cannot be used is a problem with the workspace request.
@@ -53,11 +74,9 @@ impl From<crate::agents::pool::PoolError> for AccountsError {
 impl From<AccountsError> for ApiError {
     fn from(e: AccountsError) -> Self {
         match e {
-            AccountsError::NotFound => ApiError::not_found(),
             AccountsError::Forbidden(detail) => ApiError::forbidden(detail),
             AccountsError::Invalid { field, detail } => ApiError::invalid(field.pointer(), detail),
-            AccountsError::Store(e) => ApiError::from(e),
-            AccountsError::Seal(e) => ApiError::from(e),
+            other => ApiError::of(other.kind(), other.to_string()),
         }
     }
 }

@@ -141,10 +141,7 @@ impl std::fmt::Debug for VcsConnection {
 
 /// Maps "lacks the permission" to "not found".
 fn hidden<T>(result: Result<T>) -> Result<T> {
-    result.map_err(|e| match e {
-        AccountsError::Forbidden(_) => AccountsError::NotFound,
-        other => other,
-    })
+    result.map_err(AccountsError::concealed)
 }
 
 fn check_provider(service_provider: Option<&str>) -> Result<&'static Provider> {

@@ -1,10 +1,9 @@
 //! The agent family's errors, mapped to JSON:API errors in one place. As the spec says, a
 //! caller who may not do something gets the same 404 as for a missing pool or agent.
 
-use axum::http::StatusCode;
-
 use crate::accounts::AccountsError;
 use crate::api::{ApiError, Field};
+use crate::errors::Kind;
 use crate::names::NameError;
 use crate::seal::SealError;
 use crate::store::StoreError;
@@ -39,13 +38,28 @@ impl AgentsError {
     }
 }
 
+impl AgentsError {
+    pub fn kind(&self) -> Kind {
+        match self {
+            AgentsError::NotFound => Kind::NotFound,
+            AgentsError::Invalid { .. } | AgentsError::InvalidParameter { .. } => Kind::Invalid,
+            AgentsError::PreconditionFailed(_) => Kind::PreconditionFailed,
+            AgentsError::Conflict(_) => Kind::Conflict,
+            AgentsError::Store(e) => e.kind(),
+            AgentsError::Seal(_) => Kind::Internal,
+        }
+    }
+}
+
+/// What the caller may not do in an organization is as missing as a pool that is not there
+/// ([`AccountsError::concealed`]).
 impl From<AccountsError> for AgentsError {
     fn from(e: AccountsError) -> Self {
-        match e {
-            AccountsError::NotFound | AccountsError::Forbidden(_) => AgentsError::NotFound,
+        match e.concealed() {
             AccountsError::Invalid { field, detail } => AgentsError::Invalid { field, detail },
             AccountsError::Store(e) => AgentsError::Store(e),
             AccountsError::Seal(e) => AgentsError::Seal(e),
+            AccountsError::NotFound | AccountsError::Forbidden(_) => AgentsError::NotFound,
         }
     }
 }
@@ -53,15 +67,9 @@ impl From<AccountsError> for AgentsError {
 impl From<AgentsError> for ApiError {
     fn from(e: AgentsError) -> Self {
         match e {
-            AgentsError::NotFound => ApiError::not_found(),
             AgentsError::Invalid { field, detail } => ApiError::invalid(field.pointer(), detail),
             AgentsError::InvalidParameter { parameter, detail } => ApiError::invalid_parameter(parameter, detail),
-            AgentsError::PreconditionFailed(detail) => {
-                ApiError::new(StatusCode::PRECONDITION_FAILED, "precondition failed", detail)
-            }
-            AgentsError::Conflict(detail) => ApiError::conflict(detail),
-            AgentsError::Store(e) => ApiError::from(e),
-            AgentsError::Seal(e) => ApiError::from(e),
+            other => ApiError::of(other.kind(), other.to_string()),
         }
     }
 }

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::ApiError;
+use crate::errors::Kind;
 
 /// The raw document of a request; empty bodies are allowed (some endpoints take none).
 #[derive(Debug, Clone, Default)]
@@ -25,7 +26,7 @@ impl<S: Send + Sync> FromRequest<S> for JsonApiBody {
     async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(req, state)
             .await
-            .map_err(|e| ApiError::new(e.status(), "unreadable body", e.body_text()))?;
+            .map_err(|e| ApiError::new(Kind::of_refusal(e.status()), "unreadable body", e.body_text()))?;
         JsonApiBody::parse(&bytes)
     }
 }
@@ -187,7 +188,7 @@ mod tests {
 
     #[test]
     fn every_mistake_points_at_its_member() {
-        assert_eq!(parse("{not json").unwrap_err().status.as_u16(), 400);
+        assert_eq!(parse("{not json").unwrap_err().status().as_u16(), 400);
         assert_eq!(pointer(parse("{}").unwrap_err()), "/data");
         assert_eq!(pointer(parse(r#"{"data":{"type":"other"}}"#).unwrap_err()), "/data/type");
         assert_eq!(

@@ -140,10 +140,10 @@ mod tests {
     fn defaults_and_bounds() {
         assert_eq!(page("").unwrap(), PageRequest { number: 1, size: 20 });
         assert_eq!(page("page%5Bsize%5D=500").unwrap().size, 100);
-        assert_eq!(page("page[number]=0").unwrap_err().status.as_u16(), 422);
+        assert_eq!(page("page[number]=0").unwrap_err().status().as_u16(), 422);
         assert_eq!(page("page[size]=abc").unwrap_err().source, Some(("parameter", "page[size]".into())));
-        assert_eq!(page("page[number]=-1").unwrap_err().status.as_u16(), 422);
-        assert_eq!(page("page[number]=2.5").unwrap_err().status.as_u16(), 422);
+        assert_eq!(page("page[number]=-1").unwrap_err().status().as_u16(), 422);
+        assert_eq!(page("page[number]=2.5").unwrap_err().status().as_u16(), 422);
     }
 
     #[test]

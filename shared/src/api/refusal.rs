@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::ApiError;
+use crate::errors::Kind;
 
 /// The longest refusal text kept: axum's are one line.
 const MAX_TEXT: usize = 4096;
@@ -52,25 +53,9 @@ pub async fn render_refusals<E: IntoResponse>(request: Request, next: Next, rend
 
 /// The JSON:API families' renderer (`/api/v2`, the agent gateway, the upload links).
 pub fn json_api(refusal: Refusal) -> ApiError {
-    let Refusal { status, detail } = refusal;
-    match status {
-        StatusCode::METHOD_NOT_ALLOWED => ApiError::method_not_allowed(),
-        StatusCode::NOT_FOUND => ApiError::not_found(),
-        status if status.is_server_error() => ApiError::internal(detail),
-        StatusCode::BAD_REQUEST => ApiError::bad_request(detail),
-        status => ApiError::new(status, title(status), detail),
-    }
-}
-
-/// A JSON:API error title: the status's reason in lower case, as the other titles are.
-fn title(status: StatusCode) -> &'static str {
-    match status {
-        StatusCode::PAYLOAD_TOO_LARGE => "payload too large",
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported media type",
-        StatusCode::UNPROCESSABLE_ENTITY => "unprocessable entity",
-        StatusCode::REQUEST_TIMEOUT => "request timeout",
-        StatusCode::LENGTH_REQUIRED => "length required",
-        _ => "request refused",
+    match Kind::of_refusal(refusal.status) {
+        Kind::MethodNotAllowed => ApiError::method_not_allowed(),
+        kind => ApiError::of(kind, refusal.detail),
     }
 }
 

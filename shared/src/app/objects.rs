@@ -15,6 +15,7 @@ use axum::Router;
 use serde::Deserialize;
 
 use crate::api::ApiError;
+use crate::errors::Kind;
 use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
 
 #[derive(Debug, Deserialize)]
@@ -97,7 +98,7 @@ fn blob_error(e: BlobError) -> ApiError {
     match e {
         BlobError::NotFound => ApiError::not_found(),
         BlobError::TooLarge { .. } => {
-            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload too large", format!("The {e}."))
+            ApiError::new(Kind::TooLarge, "payload too large", format!("The {e}."))
         }
         BlobError::Interrupted(_) => ApiError::bad_request(e.to_string()),
         BlobError::AlreadyStored => {

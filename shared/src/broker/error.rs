@@ -1,7 +1,8 @@
 //! The broker's errors, in Vault's format (`{"errors": ["…"]}`, `application/json`), mapped to
 //! HTTP in one place: 400 invalid request, 403 permission denied, 404 missing, 405 wrong
 //! method, 409 a write that lost to another, 413 a body over the limit, 500 internal (cause
-//! logged, body generic), 502 when AWS throttles or fails.
+//! logged, body generic), 502 when AWS throttles or fails, 503 (with `Retry-After`) when the
+//! store is busy. Each error's [`Kind`] is decided here; Vault's format only renders it.
 //!
 //! AWS's errors map as Vault's AWS engine maps them: the request's fault (denied, not found,
 //! malformed, a conflict, a quota) is a 400 with AWS's code and the service's message; AWS's side
@@ -13,6 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::aws::CloudError;
+use crate::errors::Kind;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -37,9 +39,12 @@ pub enum BrokerError {
     /// The request body is larger than the broker takes.
     #[error("the request body is larger than {0} bytes")]
     TooLarge(usize),
-    /// A 502 whose message the caller should see (the store is busy).
+    /// A 502 whose message the caller should see (IAM failed earlier in a revocation).
     #[error("{0}")]
     Upstream(String),
+    /// The store is busy: a 503 with `Retry-After`.
+    #[error("the store is busy; retry shortly")]
+    Unavailable,
     /// A call to AWS failed on AWS's side or on the way to it: a 502 with a generic message.
     /// Displays the cause, for logs.
     #[error("{}", cloud_cause(.0))]
@@ -56,17 +61,26 @@ impl BrokerError {
         BrokerError::Invalid(message.into())
     }
 
-    /// The HTTP status the error answers with.
-    pub fn status(&self) -> StatusCode {
+    pub fn kind(&self) -> Kind {
         match self {
-            BrokerError::Invalid(_) => StatusCode::BAD_REQUEST,
-            BrokerError::PermissionDenied | BrokerError::Forbidden(_) => StatusCode::FORBIDDEN,
-            BrokerError::NotFound | BrokerError::NotFoundWithReason(_) => StatusCode::NOT_FOUND,
-            BrokerError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            BrokerError::Conflict(_) => StatusCode::CONFLICT,
-            BrokerError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            BrokerError::Upstream(_) | BrokerError::Cloud(_) => StatusCode::BAD_GATEWAY,
-            BrokerError::Internal(_) | BrokerError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            BrokerError::Invalid(_) => Kind::Invalid,
+            BrokerError::PermissionDenied | BrokerError::Forbidden(_) => Kind::Forbidden,
+            BrokerError::NotFound | BrokerError::NotFoundWithReason(_) => Kind::NotFound,
+            BrokerError::MethodNotAllowed => Kind::MethodNotAllowed,
+            BrokerError::Conflict(_) => Kind::Conflict,
+            BrokerError::TooLarge(_) => Kind::TooLarge,
+            BrokerError::Upstream(_) | BrokerError::Cloud(_) => Kind::Upstream,
+            BrokerError::Unavailable => Kind::Unavailable,
+            BrokerError::Internal(_) | BrokerError::Failed(_) => Kind::Internal,
+        }
+    }
+
+    /// The HTTP status the error answers with: Vault answers a request that breaks a rule with
+    /// a 400, where JSON:API's is a 422.
+    pub fn status(&self) -> StatusCode {
+        match self.kind() {
+            Kind::Invalid => StatusCode::BAD_REQUEST,
+            kind => kind.status(),
         }
     }
 }
@@ -93,14 +107,16 @@ impl IntoResponse for BrokerError {
             other => vec![other.to_string()],
         };
         let body = json!({ "errors": errors }).to_string();
-        (self.status(), [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        let mut response = (self.status(), [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        response.headers_mut().extend(self.kind().headers());
+        response
     }
 }
 
 impl From<StoreError> for BrokerError {
     fn from(e: StoreError) -> Self {
         match e {
-            StoreError::Throttled => BrokerError::Upstream("the store is busy; retry shortly".into()),
+            e if e.kind() == Kind::Unavailable => BrokerError::Unavailable,
             other => BrokerError::Internal(other.to_string()),
         }
     }

@@ -1,10 +1,9 @@
 //! The registry family's errors, mapped to JSON:API errors in one place. As the spec says,
 //! a caller who may not do something gets the same 404 as for a missing module.
 
-use axum::http::StatusCode;
-
 use crate::accounts::AccountsError;
 use crate::api::{ApiError, Field};
+use crate::errors::Kind;
 use crate::seal::SealError;
 use crate::store::StoreError;
 use crate::vcs::VcsError;
@@ -47,15 +46,31 @@ impl RegistryError {
     pub fn invalid(field: Field, detail: impl Into<String>) -> Self {
         RegistryError::Invalid { field, detail: detail.into() }
     }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            RegistryError::NotFound => Kind::NotFound,
+            RegistryError::CurationDisabled | RegistryError::Forbidden(_) => Kind::Forbidden,
+            RegistryError::Invalid { .. } => Kind::Invalid,
+            RegistryError::Conflict(_) => Kind::Conflict,
+            RegistryError::Unauthorized => Kind::Unauthorized,
+            RegistryError::Store(e) => e.kind(),
+            RegistryError::Blobs(_) | RegistryError::Seal(_) | RegistryError::Task(_) => Kind::Internal,
+            // A provider's failure is logged as Hangar's: the caller cannot act on it.
+            RegistryError::Vcs(_) => Kind::Internal,
+        }
+    }
 }
 
+/// What the caller may not do in an organization is as missing as a module that is not there
+/// ([`AccountsError::concealed`]).
 impl From<AccountsError> for RegistryError {
     fn from(e: AccountsError) -> Self {
-        match e {
-            AccountsError::NotFound | AccountsError::Forbidden(_) => RegistryError::NotFound,
+        match e.concealed() {
             AccountsError::Invalid { field, detail } => RegistryError::Invalid { field, detail },
             AccountsError::Store(e) => RegistryError::Store(e),
             AccountsError::Seal(e) => RegistryError::Seal(e),
+            AccountsError::NotFound | AccountsError::Forbidden(_) => RegistryError::NotFound,
         }
     }
 }
@@ -63,19 +78,11 @@ impl From<AccountsError> for RegistryError {
 impl From<RegistryError> for ApiError {
     fn from(e: RegistryError) -> Self {
         match e {
-            RegistryError::NotFound => ApiError::not_found(),
-            RegistryError::CurationDisabled => ApiError::forbidden("public module curation is disabled"),
-            RegistryError::Forbidden(detail) => ApiError::forbidden(detail),
             RegistryError::Invalid { field, detail } => ApiError::invalid(field.pointer(), detail),
-            RegistryError::Conflict(detail) => ApiError::new(StatusCode::CONFLICT, "conflict", detail),
             RegistryError::Unauthorized => {
-                ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", "The delivery's signature does not verify.")
+                ApiError::new(Kind::Unauthorized, "unauthorized", "The delivery's signature does not verify.")
             }
-            RegistryError::Store(e) => ApiError::from(e),
-            RegistryError::Blobs(e) => ApiError::internal(e),
-            RegistryError::Seal(e) => ApiError::from(e),
-            RegistryError::Vcs(e) => ApiError::internal(e),
-            RegistryError::Task(e) => ApiError::internal(e),
+            other => ApiError::of(other.kind(), other.to_string()),
         }
     }
 }

@@ -399,6 +399,18 @@ impl StoreError {
         StoreError::Backend(e.to_string())
     }
 
+    /// What kind of failure it is: a throttle is worth a retry shortly; a cursor the caller
+    /// sent is the request's fault; a condition that escapes to the caller, or anything else, is
+    /// Hangar's own.
+    pub fn kind(&self) -> crate::errors::Kind {
+        use crate::errors::Kind;
+        match self {
+            StoreError::Throttled => Kind::Unavailable,
+            StoreError::InvalidCursor => Kind::BadRequest,
+            StoreError::ConditionFailed { .. } | StoreError::TooManyWrites(_) | StoreError::Backend(_) => Kind::Internal,
+        }
+    }
+
     pub fn is_condition_failed(&self) -> bool {
         matches!(self, StoreError::ConditionFailed { .. })
     }

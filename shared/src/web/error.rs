@@ -10,6 +10,7 @@ use crate::accounts::AccountsError;
 use crate::agents::AgentsError;
 use crate::api::ApiError;
 use crate::broker::BrokerError;
+use crate::errors::Kind;
 use crate::registry::RegistryError;
 use crate::store::StoreError;
 
@@ -27,6 +28,9 @@ pub enum WebError {
     /// A request the console refuses, with a message for the user.
     #[error("{1}")]
     Refused(StatusCode, String),
+    /// The store is busy: a 503 page with `Retry-After`.
+    #[error("the store is busy")]
+    Unavailable,
     /// The server's fault; the cause was logged where it was met.
     #[error("internal error")]
     Internal,
@@ -43,6 +47,7 @@ impl WebError {
             WebError::SignInRequired => StatusCode::SEE_OTHER,
             WebError::CrossSite => StatusCode::FORBIDDEN,
             WebError::Refused(status, _) => *status,
+            WebError::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
             WebError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -58,6 +63,7 @@ impl WebError {
                 ("Refused", "The form was not sent from this site's own pages. Reload the page and retry.".into())
             }
             WebError::Refused(_, detail) => ("Refused", detail.clone()),
+            WebError::Unavailable => ("Busy", "The server is busy. Retry in a moment.".into()),
             WebError::Internal => ("Something went wrong", "The server could not complete the request.".into()),
         }
     }
@@ -78,20 +84,33 @@ impl IntoResponse for WebError {
         }
         let (title, text) = self.words();
         let mut response = (self.status(), layout::message_page(title, &text)).into_response();
+        if let WebError::Unavailable = self {
+            response.headers_mut().extend(Kind::Unavailable.headers());
+        }
         response.extensions_mut().insert(ErrorPage { title, text });
         response
     }
 }
 
-/// The families' errors reach the console through their one mapping to HTTP (`ApiError`): what
-/// it answers 401, 403 or 404 is the console's 404; its 5xx are generic and already logged.
+impl WebError {
+    /// The console's answer to a failure of `kind` met in a family: what the caller may not
+    /// see (401, 403, 404 in the API) is its one 404; server faults are generic and were logged
+    /// where they were met.
+    fn of(kind: Kind, detail: String) -> Self {
+        match kind {
+            Kind::NotFound | Kind::Forbidden | Kind::Unauthorized => WebError::NotFound,
+            Kind::Unavailable => WebError::Unavailable,
+            kind if kind.is_server_fault() => WebError::Internal,
+            kind => WebError::Refused(kind.status(), detail),
+        }
+    }
+}
+
+/// The families' errors reach the console through their one mapping to HTTP (`ApiError`), which
+/// keeps their kind and the detail the API would show.
 impl From<ApiError> for WebError {
     fn from(e: ApiError) -> Self {
-        match e.status {
-            StatusCode::NOT_FOUND | StatusCode::FORBIDDEN | StatusCode::UNAUTHORIZED => WebError::NotFound,
-            status if status.is_server_error() => WebError::Internal,
-            status => WebError::Refused(status, e.detail),
-        }
+        WebError::of(e.kind, e.detail)
     }
 }
 
@@ -119,17 +138,16 @@ impl From<StoreError> for WebError {
     }
 }
 
-/// The broker's errors by the status it answers them with: a path the token's policies refuse
-/// (403) is the console's 404, as in the other families.
+/// The broker's errors by their kind: a path the token's policies refuse (403) is the console's
+/// 404, as in the other families. Vault answers a broken rule with a 400.
 impl From<BrokerError> for WebError {
     fn from(e: BrokerError) -> Self {
-        match e.status() {
-            StatusCode::NOT_FOUND | StatusCode::FORBIDDEN => WebError::NotFound,
-            status if status.is_server_error() => {
-                tracing::error!(error = %e, "broker error in the console");
-                WebError::Internal
-            }
-            status => WebError::Refused(status, e.to_string()),
+        if e.kind().is_server_fault() && e.kind() != Kind::Unavailable {
+            tracing::error!(error = %e, "broker error in the console");
+        }
+        match e.kind() {
+            Kind::Invalid => WebError::Refused(e.status(), e.to_string()),
+            kind => WebError::of(kind, e.to_string()),
         }
     }
 }

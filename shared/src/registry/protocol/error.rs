@@ -11,6 +11,7 @@ use crate::accounts::AccountsError;
 use crate::api::refusal::Refusal;
 use crate::api::ApiError;
 use crate::blobs::BlobError;
+use crate::errors::Kind;
 use crate::registry::RegistryError;
 use crate::store::StoreError;
 
@@ -31,6 +32,9 @@ pub enum ProtocolError {
     /// The upstream public registry failed, timed out, or answered something unusable.
     #[error("{0}")]
     BadGateway(String),
+    /// The store is busy: a 503 with `Retry-After`.
+    #[error("the store is busy; retry shortly")]
+    Unavailable,
     #[error("internal error: {0}")]
     Internal(String),
     /// One of axum's refusals (a body too large, …) that no other variant names.
@@ -39,27 +43,37 @@ pub enum ProtocolError {
 }
 
 impl ProtocolError {
-    fn status(&self) -> StatusCode {
+    fn kind(&self) -> Kind {
         match self {
-            ProtocolError::Unauthorized => StatusCode::UNAUTHORIZED,
-            ProtocolError::NotFound => StatusCode::NOT_FOUND,
-            ProtocolError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ProtocolError::Revoked(_) => StatusCode::GONE,
-            ProtocolError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ProtocolError::BadGateway(_) => StatusCode::BAD_GATEWAY,
-            ProtocolError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            ProtocolError::Refused(status, _) => *status,
+            ProtocolError::Unauthorized => Kind::Unauthorized,
+            ProtocolError::NotFound => Kind::NotFound,
+            ProtocolError::BadRequest(_) => Kind::BadRequest,
+            ProtocolError::Revoked(_) => Kind::Gone,
+            ProtocolError::MethodNotAllowed => Kind::MethodNotAllowed,
+            ProtocolError::BadGateway(_) => Kind::Upstream,
+            ProtocolError::Unavailable => Kind::Unavailable,
+            ProtocolError::Internal(_) => Kind::Internal,
+            ProtocolError::Refused(status, _) => Kind::Refused(*status),
         }
     }
 
     /// One of axum's refusals, in the protocol's format (see `api::refusal`).
     pub fn refused(refusal: Refusal) -> Self {
-        match refusal.status {
-            StatusCode::NOT_FOUND => ProtocolError::NotFound,
-            StatusCode::METHOD_NOT_ALLOWED => ProtocolError::MethodNotAllowed,
-            StatusCode::BAD_REQUEST => ProtocolError::BadRequest(refusal.detail),
-            status if status.is_server_error() => ProtocolError::Internal(refusal.detail),
-            status => ProtocolError::Refused(status, refusal.detail),
+        Self::of(Kind::of_refusal(refusal.status), refusal.detail)
+    }
+
+    /// The protocol's error for a failure of `kind` met elsewhere (the shared extractors, the
+    /// families' domain functions): what the caller may not see, or names wrongly, is missing;
+    /// a rule broken is the request's fault.
+    fn of(kind: Kind, detail: String) -> Self {
+        match kind {
+            Kind::Unauthorized => ProtocolError::Unauthorized,
+            Kind::NotFound | Kind::Forbidden => ProtocolError::NotFound,
+            Kind::MethodNotAllowed => ProtocolError::MethodNotAllowed,
+            Kind::Invalid | Kind::BadRequest => ProtocolError::BadRequest(detail),
+            Kind::Unavailable => ProtocolError::Unavailable,
+            kind if kind.is_server_fault() => ProtocolError::Internal(detail),
+            kind => ProtocolError::Refused(kind.status(), detail),
         }
     }
 }
@@ -74,13 +88,16 @@ impl IntoResponse for ProtocolError {
             other => other.to_string(),
         };
         let body = json!({ "errors": [message] }).to_string();
-        (self.status(), [(header::CONTENT_TYPE, "application/json")], body).into_response()
+        let kind = self.kind();
+        let mut response = (kind.status(), [(header::CONTENT_TYPE, "application/json")], body).into_response();
+        response.headers_mut().extend(kind.headers());
+        response
     }
 }
 
 impl From<StoreError> for ProtocolError {
     fn from(e: StoreError) -> Self {
-        ProtocolError::Internal(e.to_string())
+        Self::of(e.kind(), e.to_string())
     }
 }
 
@@ -97,14 +114,13 @@ impl From<InvalidHeaderValue> for ProtocolError {
     }
 }
 
-/// An organization the caller may not read is as missing as one that does not exist.
+/// An organization the caller may not read, or whose name breaks the name rule, is as missing
+/// as one that does not exist.
 impl From<AccountsError> for ProtocolError {
     fn from(e: AccountsError) -> Self {
-        match e {
-            AccountsError::NotFound | AccountsError::Forbidden(_) | AccountsError::Invalid { .. } => {
-                ProtocolError::NotFound
-            }
-            other => ProtocolError::Internal(other.to_string()),
+        match e.kind() {
+            Kind::Invalid => ProtocolError::NotFound,
+            kind => Self::of(kind, e.to_string()),
         }
     }
 }
@@ -118,26 +134,14 @@ impl From<PathRejection> for ProtocolError {
 
 impl From<RegistryError> for ProtocolError {
     fn from(e: RegistryError) -> Self {
-        match e {
-            RegistryError::NotFound
-            | RegistryError::CurationDisabled
-            | RegistryError::Forbidden(_)
-            | RegistryError::Unauthorized => ProtocolError::NotFound,
-            RegistryError::Invalid { detail, .. } => ProtocolError::BadRequest(detail),
-            other => ProtocolError::Internal(other.to_string()),
-        }
+        Self::of(e.kind(), e.to_string())
     }
 }
 
 /// The bearer-token rejection of the shared extractor, in this family's format.
 impl From<ApiError> for ProtocolError {
     fn from(e: ApiError) -> Self {
-        match e.status {
-            StatusCode::UNAUTHORIZED => ProtocolError::Unauthorized,
-            StatusCode::NOT_FOUND => ProtocolError::NotFound,
-            status if status.is_client_error() => ProtocolError::BadRequest(e.detail),
-            _ => ProtocolError::Internal(e.detail),
-        }
+        Self::of(e.kind, e.detail)
     }
 }
 
