@@ -1,13 +1,10 @@
 //! The accounts family over HTTP: organizations, teams and tokens, workspaces, and the
 //! 401 / 403 / 404 matrix.
 
+use hangar_tests::builders::workspace;
 use hangar_tests::TestApp;
 use reqwest::Method;
 use serde_json::{json, Value};
-
-fn workspace(name: &str) -> Value {
-    json!({"data": {"type": "workspaces", "attributes": {"name": name}}})
-}
 
 #[tokio::test]
 async fn ping_answers_204_with_the_headers_clients_read() {

@@ -5,28 +5,13 @@
 //! allowed-workspace name that names nothing, token descriptions and creators, projects and
 //! exclusions refused by name).
 
-use hangar::config::Config;
+use hangar_tests::builders::{
+    acme_with, agent_token, detail, id, names, new_pool, new_workspace, pool, refs, restricted_pool, roomy, token_body,
+};
 use hangar_tests::{Reply, TestApp};
 use serde_json::{json, Value};
 
 const POOLS: &str = "/api/v2/organizations/acme/agent-pools";
-
-fn pool(name: &str) -> Value {
-    json!({"data": {"type": "agent-pools", "attributes": {"name": name}}})
-}
-
-fn refs(kind: &str, ids: &[&str]) -> Value {
-    Value::Array(ids.iter().map(|id| json!({"id": id, "type": kind})).collect())
-}
-
-/// A pool only the listed workspaces may use.
-fn restricted_pool(name: &str, allowed: &[&str]) -> Value {
-    json!({"data": {
-        "type": "agent-pools",
-        "attributes": {"name": name, "organization-scoped": false},
-        "relationships": {"allowed-workspaces": {"data": refs("workspaces", allowed)}},
-    }})
-}
 
 /// The body the tfe provider's `tfe_agent_pool_allowed_workspaces` sends: the list only.
 fn allowed_only(ids: &[&str]) -> Value {
@@ -43,36 +28,6 @@ fn on_pool(pool_id: &str) -> Value {
 
 fn remote() -> Value {
     json!({"data": {"type": "workspaces", "attributes": {"execution-mode": "remote"}}})
-}
-
-async fn acme() -> (TestApp, String) {
-    TestApp::spawn_with_organization(Config { max_agent_pools: 5, max_agents: 3, ..Config::default() }, "acme").await
-}
-
-fn id(reply: &Reply) -> String {
-    reply.body["data"]["id"].as_str().unwrap_or_else(|| panic!("an id in {:?}", reply.body)).to_owned()
-}
-
-fn detail(reply: &Reply) -> String {
-    reply.body["errors"][0]["detail"].as_str().unwrap_or("").to_owned()
-}
-
-fn names(reply: &Reply) -> Vec<String> {
-    let list = reply.body["data"].as_array().unwrap_or_else(|| panic!("a list in {:?}", reply.body));
-    list.iter().map(|p| p["attributes"]["name"].as_str().unwrap_or("").to_owned()).collect()
-}
-
-async fn new_pool(app: &TestApp, token: &str, body: Value) -> String {
-    let reply = app.post(POOLS, token, body).await;
-    assert_eq!(reply.status, 201, "creating a pool: {:?}", reply.body);
-    id(&reply)
-}
-
-async fn new_workspace(app: &TestApp, token: &str, name: &str) -> String {
-    let body = json!({"data": {"type": "workspaces", "attributes": {"name": name}}});
-    let reply = app.post("/api/v2/organizations/acme/workspaces", token, body).await;
-    assert_eq!(reply.status, 201, "creating workspace {name}: {:?}", reply.body);
-    id(&reply)
 }
 
 async fn run_on(app: &TestApp, token: &str, workspace: &str, pool_id: &str) {
@@ -99,9 +54,10 @@ async fn pool_of(app: &TestApp, token: &str, workspace: &str) -> Value {
 
 #[tokio::test]
 async fn deleting_a_pool_that_workspaces_run_on_is_a_422_that_names_them() {
-    let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
-    let (web, db) = (new_workspace(&app, &owners, "web").await, new_workspace(&app, &owners, "db").await);
+    let (app, owners) = acme_with(roomy()).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
+    let (web, db) =
+        (new_workspace(&app, &owners, "acme", "web").await, new_workspace(&app, &owners, "acme", "db").await);
     run_on(&app, &owners, &web, &pool_id).await;
     run_on(&app, &owners, &db, &pool_id).await;
     let path = format!("/api/v2/agent-pools/{pool_id}");
@@ -122,10 +78,10 @@ async fn deleting_a_pool_that_workspaces_run_on_is_a_422_that_names_them() {
 
 #[tokio::test]
 async fn a_workspace_joining_a_pool_being_deleted_never_points_at_a_deleted_pool() {
-    let (app, owners) = acme().await;
+    let (app, owners) = acme_with(roomy()).await;
     for round in 0..8 {
-        let pool_id = new_pool(&app, &owners, pool(&format!("pool-{round}"))).await;
-        let workspace = new_workspace(&app, &owners, &format!("ws-{round}")).await;
+        let pool_id = new_pool(&app, &owners, "acme", pool(&format!("pool-{round}"))).await;
+        let workspace = new_workspace(&app, &owners, "acme", &format!("ws-{round}")).await;
         let (workspace_path, pool_path) =
             (format!("/api/v2/workspaces/{workspace}"), format!("/api/v2/agent-pools/{pool_id}"));
         let (joined, deleted) =
@@ -149,9 +105,10 @@ async fn a_workspace_joining_a_pool_being_deleted_never_points_at_a_deleted_pool
 
 #[tokio::test]
 async fn scoping_a_pool_never_moves_a_workspace_off_it() {
-    let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
-    let (web, db) = (new_workspace(&app, &owners, "web").await, new_workspace(&app, &owners, "db").await);
+    let (app, owners) = acme_with(roomy()).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
+    let (web, db) =
+        (new_workspace(&app, &owners, "acme", "web").await, new_workspace(&app, &owners, "acme", "db").await);
     run_on(&app, &owners, &web, &pool_id).await;
     let path = format!("/api/v2/agent-pools/{pool_id}");
 
@@ -176,10 +133,11 @@ async fn scoping_a_pool_never_moves_a_workspace_off_it() {
 
 #[tokio::test]
 async fn deleting_a_workspace_takes_it_out_of_every_pools_allowed_workspaces() {
-    let (app, owners) = acme().await;
-    let (web, db) = (new_workspace(&app, &owners, "web").await, new_workspace(&app, &owners, "db").await);
-    let first = new_pool(&app, &owners, restricted_pool("first", &[&web, &db])).await;
-    let second = new_pool(&app, &owners, restricted_pool("second", &[&db])).await;
+    let (app, owners) = acme_with(roomy()).await;
+    let (web, db) =
+        (new_workspace(&app, &owners, "acme", "web").await, new_workspace(&app, &owners, "acme", "db").await);
+    let first = new_pool(&app, &owners, "acme", restricted_pool("first", &[&web, &db])).await;
+    let second = new_pool(&app, &owners, "acme", restricted_pool("second", &[&db])).await;
     let patched = app.patch(&format!("/api/v2/agent-pools/{second}"), &owners, allowed_only(&[&web, &db])).await;
     assert_eq!(patched.status, 200, "{:?}", patched.body);
     run_on(&app, &owners, &web, &second).await;
@@ -202,10 +160,10 @@ async fn deleting_a_workspace_takes_it_out_of_every_pools_allowed_workspaces() {
 
 #[tokio::test]
 async fn a_workspace_deleted_while_a_pool_allows_it_is_never_left_on_the_pool() {
-    let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, restricted_pool("builders", &[])).await;
+    let (app, owners) = acme_with(roomy()).await;
+    let pool_id = new_pool(&app, &owners, "acme", restricted_pool("builders", &[])).await;
     for round in 0..8 {
-        let workspace = new_workspace(&app, &owners, &format!("ws-{round}")).await;
+        let workspace = new_workspace(&app, &owners, "acme", &format!("ws-{round}")).await;
         let (pool_path, workspace_path) =
             (format!("/api/v2/agent-pools/{pool_id}"), format!("/api/v2/workspaces/{workspace}"));
         let (allow, delete) = tokio::join!(
@@ -225,9 +183,9 @@ async fn a_workspace_deleted_while_a_pool_allows_it_is_never_left_on_the_pool() 
 
 #[tokio::test]
 async fn remote_execution_with_an_agent_pool_is_a_422_and_agent_execution_shows_its_pool() {
-    let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
-    let web = new_workspace(&app, &owners, "web").await;
+    let (app, owners) = acme_with(roomy()).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
+    let web = new_workspace(&app, &owners, "acme", "web").await;
     let path = format!("/api/v2/workspaces/{web}");
 
     let mut relationship = on_pool(&pool_id);
@@ -264,11 +222,9 @@ async fn remote_execution_with_an_agent_pool_is_a_422_and_agent_execution_shows_
 
 #[tokio::test]
 async fn agents_are_filtered_by_status() {
-    let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
-    let body = json!({"data": {"type": "authentication-tokens", "attributes": {"description": "ci"}}});
-    let token = app.post(&format!("/api/v2/agent-pools/{pool_id}/authentication-tokens"), &owners, body).await;
-    let secret = token.body["data"]["attributes"]["token"].as_str().expect("the secret").to_owned();
+    let (app, owners) = acme_with(roomy()).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
+    let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let mut agents = Vec::new();
     for name in ["first", "second"] {
         let reply = app
@@ -311,9 +267,9 @@ async fn agents_are_filtered_by_status() {
 
 #[tokio::test]
 async fn pools_sort_and_search_by_name_whatever_the_case() {
-    let (app, owners) = acme().await;
+    let (app, owners) = acme_with(roomy()).await;
     for name in ["gamma", "Beta", "alpha-build"] {
-        new_pool(&app, &owners, pool(name)).await;
+        new_pool(&app, &owners, "acme", pool(name)).await;
     }
     assert_eq!(names(&app.get(&format!("{POOLS}?sort=name"), &owners).await), ["alpha-build", "Beta", "gamma"]);
     assert_eq!(names(&app.get(&format!("{POOLS}?sort=-name"), &owners).await), ["gamma", "Beta", "alpha-build"]);
@@ -323,9 +279,9 @@ async fn pools_sort_and_search_by_name_whatever_the_case() {
 
 #[tokio::test]
 async fn the_allowed_workspace_filter_naming_no_workspace_returns_no_pool() {
-    let (app, owners) = acme().await;
-    new_workspace(&app, &owners, "web").await;
-    new_pool(&app, &owners, pool("shared")).await;
+    let (app, owners) = acme_with(roomy()).await;
+    new_workspace(&app, &owners, "acme", "web").await;
+    new_pool(&app, &owners, "acme", pool("shared")).await;
     let reply = app.get(&format!("{POOLS}?filter%5Ballowed_workspaces%5D%5Bname%5D=nosuch"), &owners).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     assert_eq!(names(&reply), Vec::<String>::new());
@@ -336,8 +292,8 @@ async fn the_allowed_workspace_filter_naming_no_workspace_returns_no_pool() {
 
 #[tokio::test]
 async fn agent_tokens_need_a_description_and_name_their_creator() {
-    let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let (app, owners) = acme_with(roomy()).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let path = format!("/api/v2/agent-pools/{pool_id}/authentication-tokens");
     for attributes in [json!({}), json!({"description": ""}), json!({"description": "  "})] {
         let body = json!({"data": {"type": "authentication-tokens", "attributes": attributes}});
@@ -346,8 +302,7 @@ async fn agent_tokens_need_a_description_and_name_their_creator() {
         assert_eq!(reply.pointer(), "/data/attributes/description", "{attributes}");
     }
 
-    let body = json!({"data": {"type": "authentication-tokens", "attributes": {"description": "ci"}}});
-    let created = app.post(&path, &owners, body).await;
+    let created = app.post(&path, &owners, token_body("ci")).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     let me = app.get("/api/v2/account/details", &owners).await;
     let creator = json!({"id": me.body["data"]["id"], "type": "users"});
@@ -358,8 +313,8 @@ async fn agent_tokens_need_a_description_and_name_their_creator() {
 
 #[tokio::test]
 async fn allowed_projects_and_excluded_workspaces_are_refused_by_name() {
-    let (app, owners) = acme().await;
-    let web = new_workspace(&app, &owners, "web").await;
+    let (app, owners) = acme_with(roomy()).await;
+    let web = new_workspace(&app, &owners, "acme", "web").await;
     let with = |name: &str, kind: &str, ids: &[&str]| {
         let mut body = pool("builders");
         body["data"]["relationships"] = json!({ name: {"data": refs(kind, ids)} });

@@ -7,33 +7,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hangar::config::Config;
+use hangar_tests::builders::{
+    acme, acme_with, agent_count, agent_token, detail, id, names, new_pool, new_workspace, pool, refs, restricted_pool,
+    roomy, token_body,
+};
 use hangar_tests::{Reply, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
 
 const POOLS: &str = "/api/v2/organizations/acme/agent-pools";
 pub(super) const REGISTER: &str = "/api/agent/register";
-
-fn pool(name: &str) -> Value {
-    json!({"data": {"type": "agent-pools", "attributes": {"name": name}}})
-}
-
-fn workspace_refs(ids: &[&str]) -> Value {
-    Value::Array(ids.iter().map(|id| json!({"id": id, "type": "workspaces"})).collect())
-}
-
-/// A pool only the listed workspaces may use.
-fn restricted_pool(name: &str, allowed: &[&str]) -> Value {
-    json!({"data": {
-        "type": "agent-pools",
-        "attributes": {"name": name, "organization-scoped": false},
-        "relationships": {"allowed-workspaces": {"data": workspace_refs(allowed)}},
-    }})
-}
-
-fn token_body(description: &str) -> Value {
-    json!({"data": {"type": "authentication-tokens", "attributes": {"description": description}}})
-}
 
 /// A workspace body that runs on `pool_id` (or asks for agent mode without a pool).
 fn agent_mode(pool_id: Option<&str>) -> Value {
@@ -42,56 +25,6 @@ fn agent_mode(pool_id: Option<&str>) -> Value {
         body["data"]["relationships"] = json!({"agent-pool": {"data": {"id": pool_id, "type": "agent-pools"}}});
     }
     body
-}
-
-/// Room for several pools and agents.
-fn roomy() -> Config {
-    Config { max_agent_pools: 5, max_agents: 3, ..Config::default() }
-}
-
-/// An organization `acme` with its owners token.
-async fn acme_with(config: Config) -> (TestApp, String) {
-    TestApp::spawn_with_organization(config, "acme").await
-}
-
-async fn acme() -> (TestApp, String) {
-    acme_with(Config::default()).await
-}
-
-pub(super) fn id(reply: &Reply) -> String {
-    reply.body["data"]["id"].as_str().unwrap_or_else(|| panic!("an id in {:?}", reply.body)).to_owned()
-}
-
-fn detail(reply: &Reply) -> String {
-    reply.body["errors"][0]["detail"].as_str().unwrap_or("").to_owned()
-}
-
-/// Creates a pool in `org` and returns its id.
-async fn new_pool_in(app: &TestApp, token: &str, org: &str, body: Value) -> String {
-    let reply = app.post(&format!("/api/v2/organizations/{org}/agent-pools"), token, body).await;
-    assert_eq!(reply.status, 201, "creating a pool: {:?}", reply.body);
-    id(&reply)
-}
-
-async fn new_pool(app: &TestApp, token: &str, body: Value) -> String {
-    new_pool_in(app, token, "acme", body).await
-}
-
-/// Creates a workspace in `org` and returns its id.
-async fn new_workspace(app: &TestApp, token: &str, org: &str, name: &str) -> String {
-    let body = json!({"data": {"type": "workspaces", "attributes": {"name": name}}});
-    let reply = app.post(&format!("/api/v2/organizations/{org}/workspaces"), token, body).await;
-    assert_eq!(reply.status, 201, "creating workspace {name}: {:?}", reply.body);
-    id(&reply)
-}
-
-/// Creates an agent token of a pool and returns (token id, secret).
-async fn agent_token(app: &TestApp, token: &str, pool_id: &str) -> (String, String) {
-    let reply =
-        app.post(&format!("/api/v2/agent-pools/{pool_id}/authentication-tokens"), token, token_body("ci")).await;
-    assert_eq!(reply.status, 201, "creating an agent token: {:?}", reply.body);
-    let secret = reply.body["data"]["attributes"]["token"].as_str().expect("the secret, once").to_owned();
-    (id(&reply), secret)
 }
 
 /// A request to the agent gateway as an agent sends it: plain `application/json`.
@@ -127,21 +60,6 @@ async fn agent_status(app: &TestApp, token: &str, agent_id: &str) -> Value {
     let reply = app.get(&format!("/api/v2/agents/{agent_id}"), token).await;
     assert_eq!(reply.status, 200, "showing agent {agent_id}: {:?}", reply.body);
     reply.body["data"]["attributes"]["status"].clone()
-}
-
-async fn agent_count(app: &TestApp, token: &str, pool_id: &str) -> Value {
-    let reply = app.get(&format!("/api/v2/agent-pools/{pool_id}"), token).await;
-    assert_eq!(reply.status, 200, "showing pool {pool_id}: {:?}", reply.body);
-    reply.body["data"]["attributes"]["agent-count"].clone()
-}
-
-fn names(reply: &Reply) -> Vec<String> {
-    reply.body["data"]
-        .as_array()
-        .unwrap_or_else(|| panic!("a list in {:?}", reply.body))
-        .iter()
-        .map(|p| p["attributes"]["name"].as_str().unwrap_or("").to_owned())
-        .collect()
 }
 
 fn ids(data: &Value) -> Vec<String> {
@@ -250,7 +168,7 @@ async fn pool_names_follow_the_rules_and_are_unique() {
 
     app.create_organization("other").await;
     let other = app.owners_token("other").await;
-    new_pool_in(&app, &other, "other", pool("Build_pool-01")).await;
+    new_pool(&app, &other, "other", pool("Build_pool-01")).await;
 }
 
 #[tokio::test]
@@ -274,7 +192,7 @@ async fn allowed_workspaces_must_be_workspaces_of_the_organization() {
     let created = app.post(POOLS, &owners, restricted_pool("p", &[&web])).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     assert_eq!(created.body["data"]["attributes"]["organization-scoped"], false);
-    assert_eq!(created.body["data"]["relationships"]["allowed-workspaces"]["data"], workspace_refs(&[&web]));
+    assert_eq!(created.body["data"]["relationships"]["allowed-workspaces"]["data"], refs("workspaces", &[&web]));
 
     let pool_id = id(&created);
     let patch = restricted_pool("p", &[&foreign]);
@@ -282,13 +200,13 @@ async fn allowed_workspaces_must_be_workspaces_of_the_organization() {
     assert_eq!(reply.status, 422, "update checks the same rule: {:?}", reply.body);
     assert_eq!(reply.pointer(), "/data/relationships/allowed-workspaces/data/0");
     let shown = app.get(&format!("/api/v2/agent-pools/{pool_id}"), &owners).await;
-    assert_eq!(shown.body["data"]["relationships"]["allowed-workspaces"]["data"], workspace_refs(&[&web]));
+    assert_eq!(shown.body["data"]["relationships"]["allowed-workspaces"]["data"], refs("workspaces", &[&web]));
 }
 
 #[tokio::test]
 async fn the_default_limit_is_one_pool_per_organization() {
     let (app, owners) = acme().await;
-    let first = new_pool(&app, &owners, pool("first")).await;
+    let first = new_pool(&app, &owners, "acme", pool("first")).await;
     let second = app.post(POOLS, &owners, pool("second")).await;
     assert_eq!(second.status, 422, "{:?}", second.body);
     assert!(detail(&second).contains('1'), "the detail names the limit: {:?}", second.body);
@@ -296,16 +214,16 @@ async fn the_default_limit_is_one_pool_per_organization() {
     // The limit is per organization, and counts the pools that exist now.
     app.create_organization("other").await;
     let other = app.owners_token("other").await;
-    new_pool_in(&app, &other, "other", pool("first")).await;
+    new_pool(&app, &other, "other", pool("first")).await;
     assert_eq!(app.delete(&format!("/api/v2/agent-pools/{first}"), &owners).await.status, 204);
-    new_pool(&app, &owners, pool("second")).await;
+    new_pool(&app, &owners, "acme", pool("second")).await;
 }
 
 #[tokio::test]
 async fn a_configured_limit_refuses_the_next_pool_with_a_detail_that_names_it() {
     let (app, owners) = acme_with(Config { max_agent_pools: 2, ..Config::default() }).await;
-    new_pool(&app, &owners, pool("one")).await;
-    new_pool(&app, &owners, pool("two")).await;
+    new_pool(&app, &owners, "acme", pool("one")).await;
+    new_pool(&app, &owners, "acme", pool("two")).await;
     let third = app.post(POOLS, &owners, pool("three")).await;
     assert_eq!(third.status, 422, "{:?}", third.body);
     assert!(detail(&third).contains('2'), "the detail names the limit of 2: {:?}", third.body);
@@ -343,7 +261,7 @@ async fn concurrent_creates_of_one_name_have_exactly_one_winner() {
     let listed = app.get(POOLS, &owners).await;
     assert_eq!(names(&listed), ["race"]);
     // The losers claimed nothing: the remaining room is still there.
-    new_pool(&app, &owners, pool("another")).await;
+    new_pool(&app, &owners, "acme", pool("another")).await;
 }
 
 #[tokio::test]
@@ -369,14 +287,18 @@ async fn update_keeps_omitted_attributes_and_replaces_or_clears_allowed_workspac
     assert_eq!(data["attributes"]["name"], "build-2");
     assert_eq!(data["attributes"]["organization-scoped"], false, "an omitted attribute keeps its value");
     assert_eq!(data["attributes"]["created-at"], created.body["data"]["attributes"]["created-at"]);
-    assert_eq!(data["relationships"]["allowed-workspaces"]["data"], workspace_refs(&[&web]), "not sent: kept");
+    assert_eq!(data["relationships"]["allowed-workspaces"]["data"], refs("workspaces", &[&web]), "not sent: kept");
     assert_eq!(&app.get(&path, &owners).await.body["data"], data, "the update is what a read returns");
 
     let replaced = app
-        .patch(&path, &owners, patch(json!({}), Some(json!({"allowed-workspaces": {"data": workspace_refs(&[&db])}}))))
+        .patch(
+            &path,
+            &owners,
+            patch(json!({}), Some(json!({"allowed-workspaces": {"data": refs("workspaces", &[&db])}}))),
+        )
         .await;
     assert_eq!(replaced.status, 200, "{:?}", replaced.body);
-    assert_eq!(replaced.body["data"]["relationships"]["allowed-workspaces"]["data"], workspace_refs(&[&db]));
+    assert_eq!(replaced.body["data"]["relationships"]["allowed-workspaces"]["data"], refs("workspaces", &[&db]));
     assert_eq!(replaced.body["data"]["attributes"]["name"], "build-2");
 
     let cleared = app.patch(&path, &owners, patch(json!({}), Some(json!({"allowed-workspaces": {"data": []}})))).await;
@@ -389,7 +311,7 @@ async fn update_keeps_omitted_attributes_and_replaces_or_clears_allowed_workspac
     assert_eq!(scoped.body["data"]["attributes"]["name"], "build-2");
 
     // The old name is free again; a taken or invalid name is refused.
-    new_pool(&app, &owners, pool("build")).await;
+    new_pool(&app, &owners, "acme", pool("build")).await;
     for name in ["build", "not valid!"] {
         let reply = app.patch(&path, &owners, patch(json!({"name": name}), None)).await;
         assert_eq!(reply.status, 422, "{name}: {:?}", reply.body);
@@ -410,7 +332,7 @@ async fn update_keeps_omitted_attributes_and_replaces_or_clears_allowed_workspac
 async fn the_list_sorts_searches_and_pages_with_status_counts() {
     let (app, owners) = acme_with(roomy()).await;
     for name in ["beta", "alpha", "gamma-build", "delta-build"] {
-        new_pool(&app, &owners, pool(name)).await;
+        new_pool(&app, &owners, "acme", pool(name)).await;
         tokio::time::sleep(Duration::from_millis(15)).await;
     }
     let list = |query: &str| {
@@ -461,10 +383,10 @@ async fn the_allowed_workspace_filter_returns_its_pools_and_the_organization_sco
     let (app, owners) = acme_with(roomy()).await;
     let web = new_workspace(&app, &owners, "acme", "web").await;
     let db = new_workspace(&app, &owners, "acme", "db").await;
-    new_pool(&app, &owners, pool("shared")).await;
-    new_pool(&app, &owners, restricted_pool("web-only", &[&web])).await;
-    new_pool(&app, &owners, restricted_pool("db-only", &[&db])).await;
-    new_pool(&app, &owners, restricted_pool("nobody", &[])).await;
+    new_pool(&app, &owners, "acme", pool("shared")).await;
+    new_pool(&app, &owners, "acme", restricted_pool("web-only", &[&web])).await;
+    new_pool(&app, &owners, "acme", restricted_pool("db-only", &[&db])).await;
+    new_pool(&app, &owners, "acme", restricted_pool("nobody", &[])).await;
 
     let filtered = |name: &str| {
         let (app, owners) = (&app, &owners);
@@ -484,15 +406,15 @@ async fn the_allowed_workspace_filter_returns_its_pools_and_the_organization_sco
 #[tokio::test]
 async fn include_workspaces_renders_the_attached_workspaces() {
     let (app, owners) = acme_with(roomy()).await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
-    new_pool(&app, &owners, pool("idle-pool")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
+    new_pool(&app, &owners, "acme", pool("idle-pool")).await;
     let web = new_workspace(&app, &owners, "acme", "web").await;
     new_workspace(&app, &owners, "acme", "db").await;
     let attached = app.patch(&format!("/api/v2/workspaces/{web}"), &owners, agent_mode(Some(&pool_id))).await;
     assert_eq!(attached.status, 200, "{:?}", attached.body);
 
     let plain = app.get(&format!("{POOLS}?sort=name"), &owners).await;
-    assert_eq!(plain.body["data"][0]["relationships"]["workspaces"]["data"], workspace_refs(&[&web]));
+    assert_eq!(plain.body["data"][0]["relationships"]["workspaces"]["data"], refs("workspaces", &[&web]));
     assert_eq!(plain.body["data"][1]["relationships"]["workspaces"]["data"], json!([]));
     assert!(
         plain.body["included"].is_null() || plain.body["included"] == json!([]),
@@ -526,9 +448,9 @@ async fn a_workspace_runs_on_agents_only_through_a_pool_it_may_use() {
     let other = app.owners_token("other").await;
     let web = new_workspace(&app, &owners, "acme", "web").await;
     let db = new_workspace(&app, &owners, "acme", "db").await;
-    let shared = new_pool(&app, &owners, pool("shared")).await;
-    let db_only = new_pool(&app, &owners, restricted_pool("db-only", &[&db])).await;
-    let foreign = new_pool_in(&app, &other, "other", pool("theirs")).await;
+    let shared = new_pool(&app, &owners, "acme", pool("shared")).await;
+    let db_only = new_pool(&app, &owners, "acme", restricted_pool("db-only", &[&db])).await;
+    let foreign = new_pool(&app, &other, "other", pool("theirs")).await;
     let web_path = format!("/api/v2/workspaces/{web}");
 
     for (body, why) in [
@@ -571,7 +493,7 @@ async fn a_workspace_runs_on_agents_only_through_a_pool_it_may_use() {
     expected.sort();
     assert_eq!(attached, expected);
     let db_pool = app.get(&format!("/api/v2/agent-pools/{db_only}"), &owners).await;
-    assert_eq!(db_pool.body["data"]["relationships"]["workspaces"]["data"], workspace_refs(&[&db]));
+    assert_eq!(db_pool.body["data"]["relationships"]["workspaces"]["data"], refs("workspaces", &[&db]));
 
     let foreign_ws = app.patch(&web_path, &other, agent_mode(Some(&foreign))).await;
     assert_eq!(foreign_ws.status, 404, "another organization's workspace: {:?}", foreign_ws.body);
@@ -595,7 +517,7 @@ async fn who_may_do_what_and_everyone_else_gets_404() {
         assert_eq!(reply.status, 404, "{who} cannot create: {:?}", reply.body);
         assert_eq!(reply.body["errors"][0]["status"], "404");
     }
-    let pool_id = new_pool(&app, &operators, pool("ops")).await;
+    let pool_id = new_pool(&app, &operators, "acme", pool("ops")).await;
     let pool_path = format!("/api/v2/agent-pools/{pool_id}");
     let tokens_path = format!("{pool_path}/authentication-tokens");
     let agents_path = format!("{pool_path}/agents");
@@ -648,7 +570,7 @@ async fn who_may_do_what_and_everyone_else_gets_404() {
     assert_eq!(report(&app, &secret, &agent_id, "exited").await.status, 200);
     assert_eq!(app.delete(&agent_path, &operators).await.status, 204, "manage-agent-pools deletes an exited agent");
     assert_eq!(app.delete(&pool_path, &operators).await.status, 204, "manage-agent-pools deletes the pool");
-    new_pool(&app, &owners, pool("owners-pool")).await;
+    new_pool(&app, &owners, "acme", pool("owners-pool")).await;
 }
 
 #[tokio::test]
@@ -683,7 +605,7 @@ async fn missing_organizations_pools_agents_and_tokens_get_404() {
 #[tokio::test]
 async fn the_management_api_refuses_missing_bogus_and_agent_tokens_with_401() {
     let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let agent_id = registered(&app, &secret, "runner").await;
     let paths = [
@@ -715,7 +637,7 @@ async fn the_management_api_refuses_missing_bogus_and_agent_tokens_with_401() {
 #[tokio::test]
 async fn an_agent_token_is_shown_once_listed_without_its_secret_and_revoked_for_good() {
     let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let tokens_path = format!("/api/v2/agent-pools/{pool_id}/authentication-tokens");
     let created = app.post(&tokens_path, &owners, token_body("ci runner")).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
@@ -798,7 +720,7 @@ async fn the_gateway_accepts_only_agent_tokens() {
 #[tokio::test]
 async fn an_agent_registers_idle_from_the_callers_address() {
     let (app, owners) = acme_with(roomy()).await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let reply = register(&app, &secret, "runner-1").await;
     assert_eq!(reply.status, 201, "{:?}", reply.body);
@@ -833,7 +755,7 @@ async fn an_agent_registers_idle_from_the_callers_address() {
 async fn the_agent_lifecycle_from_idle_through_busy_and_silence_to_deletion() {
     let config = Config { max_agents: 1, agent_ping_timeout: Duration::from_secs(1), ..Config::default() };
     let (app, owners) = acme_with(config).await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let first = register(&app, &secret, "first").await;
     assert_eq!(first.status, 201, "{:?}", first.body);
@@ -892,8 +814,8 @@ async fn the_agent_lifecycle_from_idle_through_busy_and_silence_to_deletion() {
 #[tokio::test]
 async fn the_default_edition_has_one_live_agent_per_organization() {
     let (app, owners) = acme_with(Config { max_agent_pools: 2, ..Config::default() }).await;
-    let first_pool = new_pool(&app, &owners, pool("first")).await;
-    let second_pool = new_pool(&app, &owners, pool("second")).await;
+    let first_pool = new_pool(&app, &owners, "acme", pool("first")).await;
+    let second_pool = new_pool(&app, &owners, "acme", pool("second")).await;
     let (_, first_secret) = agent_token(&app, &owners, &first_pool).await;
     let (_, second_secret) = agent_token(&app, &owners, &second_pool).await;
     let agent_id = registered(&app, &first_secret, "one").await;
@@ -906,7 +828,7 @@ async fn the_default_edition_has_one_live_agent_per_organization() {
     }
     app.create_organization("other").await;
     let other = app.owners_token("other").await;
-    let other_pool = new_pool_in(&app, &other, "other", pool("theirs")).await;
+    let other_pool = new_pool(&app, &other, "other", pool("theirs")).await;
     let (_, other_secret) = agent_token(&app, &other, &other_pool).await;
     registered(&app, &other_secret, "elsewhere").await;
 
@@ -917,7 +839,7 @@ async fn the_default_edition_has_one_live_agent_per_organization() {
 #[tokio::test]
 async fn concurrent_registrations_never_exceed_the_live_agent_limit() {
     let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let app = Arc::new(app);
     let registrations = (0..6)
@@ -934,8 +856,8 @@ async fn concurrent_registrations_never_exceed_the_live_agent_limit() {
 #[tokio::test]
 async fn status_reports_are_checked() {
     let (app, owners) = acme_with(roomy()).await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
-    let other_pool = new_pool(&app, &owners, pool("others")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
+    let other_pool = new_pool(&app, &owners, "acme", pool("others")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let (_, other_secret) = agent_token(&app, &owners, &other_pool).await;
     let agent_id = registered(&app, &secret, "runner").await;
@@ -957,7 +879,7 @@ async fn status_reports_are_checked() {
     assert_eq!(report(&app, &secret, "agent-doesnotexist", "busy").await.status, 404);
     app.create_organization("other").await;
     let outsider = app.owners_token("other").await;
-    let outside_pool = new_pool_in(&app, &outsider, "other", pool("theirs")).await;
+    let outside_pool = new_pool(&app, &outsider, "other", pool("theirs")).await;
     let (_, outside_secret) = agent_token(&app, &outsider, &outside_pool).await;
     let across = report(&app, &outside_secret, &agent_id, "busy").await;
     assert_eq!(across.status, 404, "another organization's token: {:?}", across.body);
@@ -990,7 +912,7 @@ async fn status_reports_are_checked() {
 #[tokio::test]
 async fn agents_are_listed_by_page_and_filtered_by_last_ping() {
     let (app, owners) = acme_with(Config { max_agents: 3, ..Config::default() }).await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     let agents_path = format!("/api/v2/agent-pools/{pool_id}/agents");
     let early = registered(&app, &secret, "early").await;
@@ -1039,7 +961,7 @@ async fn agents_are_listed_by_page_and_filtered_by_last_ping() {
 #[tokio::test]
 async fn deleting_a_pool_its_workspaces_left_removes_its_tokens_and_agents() {
     let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let pool_path = format!("/api/v2/agent-pools/{pool_id}");
     let (token_id, secret) = agent_token(&app, &owners, &pool_id).await;
     let agent_id = registered(&app, &secret, "runner").await;
@@ -1071,7 +993,7 @@ async fn deleting_a_pool_its_workspaces_left_removes_its_tokens_and_agents() {
     assert_ne!(workspace.body["data"]["attributes"]["execution-mode"], "agent");
 
     // Nothing of the old pool holds the limits: a new pool and a new agent fit.
-    let fresh = new_pool(&app, &owners, pool("builders")).await;
+    let fresh = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, fresh_secret) = agent_token(&app, &owners, &fresh).await;
     registered(&app, &fresh_secret, "runner").await;
 }
@@ -1079,7 +1001,7 @@ async fn deleting_a_pool_its_workspaces_left_removes_its_tokens_and_agents() {
 #[tokio::test]
 async fn deleting_the_organization_takes_its_pools_tokens_and_agents_with_it() {
     let (app, owners) = acme().await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (token_id, secret) = agent_token(&app, &owners, &pool_id).await;
     let agent_id = registered(&app, &secret, "runner").await;
 
@@ -1098,7 +1020,7 @@ async fn deleting_the_organization_takes_its_pools_tokens_and_agents_with_it() {
     let fresh = app.get(POOLS, &app.admin_token).await;
     assert_eq!(fresh.body["data"], json!([]), "a new organization of the same name starts empty");
     let owners = app.owners_token("acme").await;
-    let pool_id = new_pool(&app, &owners, pool("builders")).await;
+    let pool_id = new_pool(&app, &owners, "acme", pool("builders")).await;
     let (_, secret) = agent_token(&app, &owners, &pool_id).await;
     registered(&app, &secret, "runner").await;
 }

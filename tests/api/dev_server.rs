@@ -2,6 +2,7 @@
 
 use dev_server::{start, Options};
 use hangar::config::Config;
+use hangar_tests::builders::{module, version};
 use hangar_tests::{options, tls_dev_server};
 
 async fn ping(client: &reqwest::Client, url: &str) -> u16 {
@@ -88,8 +89,6 @@ async fn the_data_directory_is_its_owners_alone() {
     let running = start(options(&dir), Config { data_dir: dir.clone(), ..Config::default() }).await.unwrap();
     let token = running.generated_admin_token.clone().expect("a token");
     let app = reqwest::Client::new();
-    let module =
-        serde_json::json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
     let org = serde_json::json!({"data": {"type": "organizations", "attributes": {"name": "acme", "email": "a@example.com"}}});
     let post = |path: &str, body: serde_json::Value| {
         app.post(format!("{}{path}", running.url))
@@ -99,10 +98,10 @@ async fn the_data_directory_is_its_owners_alone() {
             .send()
     };
     assert_eq!(post("/api/v2/organizations", org).await.unwrap().status(), 201);
-    assert_eq!(post("/api/v2/organizations/acme/registry-modules", module).await.unwrap().status(), 201);
-    let version = serde_json::json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
-    let created =
-        post("/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/versions", version).await.unwrap();
+    assert_eq!(post("/api/v2/organizations/acme/registry-modules", module("vpc", "aws")).await.unwrap().status(), 201);
+    let created = post("/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/versions", version("1.0.0"))
+        .await
+        .unwrap();
     let created: serde_json::Value = created.json().await.unwrap();
     let upload = created["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
     let uploaded = app.put(&upload).body(hangar_tests::module_archive()).send().await.unwrap();

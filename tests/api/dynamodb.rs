@@ -2,19 +2,21 @@
 //! lean hardest on the store (transactions, counters, cascades) behave as on SQLite.
 
 use aws_lambda_events::event::s3::S3Event;
+use hangar_tests::builders::{acme_on_dynamodb, new_module, new_version, private_module, version, workspace};
 use hangar_tests::{module_archive, spawn_on_dynamodb, spawn_on_dynamodb_without_queue, targz, Entry, TestApp};
 use serde_json::json;
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn the_accounts_flow_works_on_dynamodb_and_s3() {
-    let Some(app) = spawn_on_dynamodb().await else { return };
+    let app = spawn_on_dynamodb().await;
     app.create_organization("alpha").await;
     app.create_organization("beta").await;
     let duplicate = json!({"data": {"type": "organizations", "attributes": {"name": "alpha", "email": "a@b.io"}}});
     assert_eq!(app.post("/api/v2/organizations", &app.admin_token, duplicate).await.status, 422);
 
     let (team_id, token) = app.team_with_token("alpha", "platform", json!({"manage-workspaces": true})).await;
-    let workspace = json!({"data": {"type": "workspaces", "attributes": {"name": "prod"}}});
+    let workspace = workspace("prod");
     let created = app.post("/api/v2/organizations/alpha/workspaces", &token, workspace.clone()).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     let ws_id = created.body["data"]["id"].as_str().unwrap().to_owned();
@@ -40,10 +42,11 @@ async fn the_accounts_flow_works_on_dynamodb_and_s3() {
 /// handler fed the ObjectCreated event S3 sends (the sample in `events/`, pointed at this key).
 /// dev-server polls no queue here, so the handler is the only ingest.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
-    let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
+    let app = spawn_on_dynamodb_without_queue().await;
     let vpc = vpc(&app).await;
-    let upload = upload_link(&app, vpc, "1.0.0").await;
+    let upload = upload_link(&app, &vpc, "1.0.0").await;
     assert!(upload.contains("/upload/") && upload.contains("X-Amz-Signature"), "{upload}");
     assert_eq!(app.upload(&upload, module_archive()).await, 200);
     let version_path = format!("{vpc}/version?module_version=1.0.0");
@@ -79,8 +82,9 @@ async fn bootstrap_secrets(secrets: &aws_sdk_secretsmanager::Client, admin: &str
 /// In AWS the bootstrap tokens come from the stack's Secrets Manager secrets, read at cold
 /// start by what every function's `main` calls.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
-    let Some(moto) = hangar_tests::moto_in_environment().await else { return };
+    let moto = hangar_tests::moto_in_environment().await;
     let secrets = aws_sdk_secretsmanager::Client::new(&moto.sdk);
     let arns = bootstrap_secrets(&secrets, "admin-from-secret", "root-from-secret").await;
     let dir = tempfile::tempdir().unwrap();
@@ -100,10 +104,11 @@ async fn a_cold_start_installs_the_bootstrap_tokens_from_secrets_manager() {
 /// retires the old; a root secret of `none` removes the root token. A function not given the
 /// root secret's ARN (accounts, registry-api, …) leaves the root token alone.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_cold_start_after_a_secret_update_replaces_the_bootstrap_tokens() {
     use hangar::auth::{self, Principal};
     use hangar::broker::tokens;
-    let Some(moto) = hangar_tests::moto_in_environment().await else { return };
+    let moto = hangar_tests::moto_in_environment().await;
     let secrets = aws_sdk_secretsmanager::Client::new(&moto.sdk);
     let arns = bootstrap_secrets(&secrets, "admin-before", "root-before").await;
     let dir = tempfile::tempdir().unwrap();
@@ -138,22 +143,20 @@ async fn a_cold_start_after_a_secret_update_replaces_the_bootstrap_tokens() {
 const MODULES: &str = "/api/v2/organizations/acme/registry-modules";
 
 /// dev-server on DynamoDB with `acme` and its private module vpc/aws (no version): the app and
-/// the owners' token, or `None` without the emulator.
-async fn acme_with_vpc_on_dynamodb() -> Option<(TestApp, String)> {
-    let app = spawn_on_dynamodb().await?;
-    app.create_organization("acme").await;
-    let owners = app.owners_token("acme").await;
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws", "registry-name": "private"}}});
-    assert_eq!(app.post(MODULES, &owners, module).await.status, 201);
-    Some((app, owners))
+/// the owners' token.
+async fn acme_with_vpc_on_dynamodb() -> (TestApp, String) {
+    let (app, owners) = acme_on_dynamodb().await;
+    assert_eq!(app.post(MODULES, &owners, private_module("vpc", "aws")).await.status, 201);
+    (app, owners)
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_over_long_version_is_a_422_on_dynamodb_too() {
-    let Some((app, owners)) = acme_with_vpc_on_dynamodb().await else { return };
+    let (app, owners) = acme_with_vpc_on_dynamodb().await;
     let versions = format!("{MODULES}/private/acme/vpc/aws/versions");
     for long in [format!("1.0.0-{}", "a".repeat(2_000)), format!("1.0.0+{}", "b".repeat(500_000))] {
-        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": long}}});
+        let body = version(&long);
         let reply = app.post(&versions, &owners, body).await;
         assert_eq!(reply.status, 422, "{:?}", reply.body);
     }
@@ -161,10 +164,9 @@ async fn an_over_long_version_is_a_422_on_dynamodb_too() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn distinct_versions_created_at_once_all_succeed_on_dynamodb() {
-    let Some(app) = spawn_on_dynamodb().await else { return };
-    app.create_organization("acme").await;
-    let owners = app.owners_token("acme").await;
+    let (app, owners) = acme_on_dynamodb().await;
     crate::registry::distinct_versions_created_at_once_all_succeed_and_downloads_count(app, owners).await;
 }
 
@@ -173,13 +175,14 @@ async fn distinct_versions_created_at_once_all_succeed_on_dynamodb() {
 /// table on each transaction, the module's item is shown to stay the same size from 1 version
 /// to 60 with long version strings.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_module_s_item_does_not_grow_with_its_versions_on_dynamodb() {
     use hangar::store::keys;
-    let Some((app, owners)) = acme_with_vpc_on_dynamodb().await else { return };
+    let (app, owners) = acme_with_vpc_on_dynamodb().await;
     let versions = format!("{MODULES}/private/acme/vpc/aws/versions");
     let create = |patch: usize| {
         let long = format!("1.0.{patch}-{}", "r".repeat(100));
-        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": long}}});
+        let body = version(&long);
         let (app, owners, versions) = (&app, &owners, &versions);
         async move { app.post(versions, owners, body).await.status }
     };
@@ -219,7 +222,7 @@ fn s3_event(app: &TestApp, key: &str) -> S3Event {
 
 /// The bucket's keys under `prefix`.
 async fn keys_under(app: &TestApp, prefix: &str) -> Vec<String> {
-    let moto = hangar_tests::moto_in_environment().await.expect("the emulator");
+    let moto = hangar_tests::moto_in_environment().await;
     let config = aws_sdk_s3::config::Builder::from(&moto.sdk).force_path_style(true).build();
     let listed = aws_sdk_s3::Client::from_conf(config)
         .list_objects_v2()
@@ -231,31 +234,28 @@ async fn keys_under(app: &TestApp, prefix: &str) -> Vec<String> {
     listed.contents().iter().filter_map(|object| object.key().map(str::to_owned)).collect()
 }
 
-/// A private module `acme/vpc/aws` on a fresh dev-server; its versions path.
-async fn vpc(app: &TestApp) -> &'static str {
+/// A private module `acme/vpc/aws`, made by the site admin on a fresh dev-server; its path.
+async fn vpc(app: &TestApp) -> String {
     app.create_organization("acme").await;
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
-    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &app.admin_token, module).await.status, 201);
-    "/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws"
+    new_module(app, &app.admin_token, "acme", "vpc", "aws").await
 }
 
+/// Creates version `v` of the module at `path` as the site admin; its upload link.
 async fn upload_link(app: &TestApp, path: &str, v: &str) -> String {
-    let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": v}}});
-    let created = app.post(&format!("{path}/versions"), &app.admin_token, version).await;
-    assert_eq!(created.status, 201, "{:?}", created.body);
-    created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned()
+    new_version(app, &app.admin_token, path, v).await
 }
 
 /// dev-server on DynamoDB and S3 ingests as AWS does: the bucket's ObjectCreated events go to a
 /// queue it polls. A sound archive becomes `ok`, a hostile one failed; uploads are removed and
 /// only the served archive stays.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_upload_on_dynamodb_and_s3_is_ingested_from_the_bucket_s_events() {
-    let Some(app) = spawn_on_dynamodb().await else { return };
+    let app = spawn_on_dynamodb().await;
     let path = vpc(&app).await;
-    let sound = upload_link(&app, path, "1.0.0").await;
+    let sound = upload_link(&app, &path, "1.0.0").await;
     assert_eq!(app.upload(&sound, module_archive()).await, 200);
-    let hostile = upload_link(&app, path, "1.0.1").await;
+    let hostile = upload_link(&app, &path, "1.0.1").await;
     let escape = Entry::Raw { name: "../escape.tf", kind: tar::EntryType::Regular, link: None };
     assert_eq!(app.upload(&hostile, targz(&[escape])).await, 200);
     let status = |v: &str| {
@@ -275,10 +275,11 @@ async fn an_upload_on_dynamodb_and_s3_is_ingested_from_the_bucket_s_events() {
 /// finds nothing waiting, and the archive served is the one inspected. The events are delivered
 /// one after another: the emulator cannot settle concurrent conditional writes atomically.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn of_concurrent_uploads_to_an_s3_link_one_is_ingested_once_and_served() {
-    let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
+    let app = spawn_on_dynamodb_without_queue().await;
     let path = vpc(&app).await;
-    let link = upload_link(&app, path, "1.0.0").await;
+    let link = upload_link(&app, &path, "1.0.0").await;
     let archives: Vec<Vec<u8>> = (0..10)
         .map(|i| {
             let readme = format!("# vpc\nUpload number {i}.\n");
@@ -309,8 +310,9 @@ async fn of_concurrent_uploads_to_an_s3_link_one_is_ingested_once_and_served() {
 /// A read naming an item no key can (a module name past DynamoDB's 1,024-byte sort key) is a
 /// 404, also when the read is made ahead with the token's (the organization's id known).
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_read_of_an_over_long_name_is_a_404_on_dynamodb() {
-    let Some((app, owners)) = acme_with_vpc_on_dynamodb().await else { return };
+    let (app, owners) = acme_with_vpc_on_dynamodb().await;
     assert_eq!(app.get(&format!("{MODULES}/private/acme/vpc/aws"), &owners).await.status, 200);
     let long = "a".repeat(2_000);
     for path in [
@@ -327,10 +329,11 @@ async fn a_read_of_an_over_long_name_is_a_404_on_dynamodb() {
 /// A default nested past what DynamoDB stores (32 levels an item) is dropped at ingest, so the
 /// version's records are written and read back on DynamoDB as on the embedded store.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_deeply_nested_default_is_dropped_so_the_version_stores_on_dynamodb() {
-    let Some(app) = spawn_on_dynamodb_without_queue().await else { return };
+    let app = spawn_on_dynamodb_without_queue().await;
     let vpc = vpc(&app).await;
-    let upload = upload_link(&app, vpc, "1.0.0").await;
+    let upload = upload_link(&app, &vpc, "1.0.0").await;
     let deep = format!("{}1{}", "[".repeat(60), "]".repeat(60));
     let variables = format!(r#"{{"variable": {{"deep": {{"default": {deep}}}, "fine": {{"default": [[1]]}}}}}}"#);
     assert_eq!(app.upload(&upload, targz(&[Entry::File("./main.tf.json", variables.as_bytes())])).await, 200);

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use hangar::app::routers;
 use hangar::config::Config;
+use hangar_tests::builders::{self, new_pool, new_workspace, private_module};
 use hangar_tests::{Reply, TestApp, JSONAPI};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -55,10 +56,8 @@ impl Ids {
 
 async fn one_of_each(app: &TestApp, owners: &str) -> Ids {
     let (team, _) = app.team_with_token("acme", "devs", json!({})).await;
-    let workspace = app.post("/api/v2/organizations/acme/workspaces", owners, body("workspaces", json!({"name": "w"})));
-    let workspace = created_id(&workspace.await);
-    let pool = app.post("/api/v2/organizations/acme/agent-pools", owners, body("agent-pools", json!({"name": "p"})));
-    let pool = created_id(&pool.await);
+    let workspace = new_workspace(app, owners, "acme", "w").await;
+    let pool = new_pool(app, owners, "acme", builders::pool("p")).await;
     let path = format!("/api/v2/agent-pools/{pool}/authentication-tokens");
     let token = app.post(&path, owners, body("authentication-tokens", json!({"description": "r"}))).await;
     let agent_token = created_id(&token);
@@ -75,8 +74,8 @@ async fn one_of_each(app: &TestApp, owners: &str) -> Ids {
         .as_str()
         .expect("an OAuth token id")
         .to_owned();
-    let module = body("registry-modules", json!({"name": "vpc", "provider": "aws", "registry-name": "private"}));
-    let module = created_id(&app.post("/api/v2/organizations/acme/registry-modules", owners, module).await);
+    let module = app.post("/api/v2/organizations/acme/registry-modules", owners, private_module("vpc", "aws"));
+    let module = created_id(&module.await);
     Ids { team, workspace, pool, agent_token, agent, oauth_client, oauth_token, module }
 }
 

@@ -4,6 +4,7 @@
 //! `modules/vpc`, `modules/dns` and `modules/leaky` (a symlink out of its folder), tagged
 //! `vpc/…`, `dns-…` and `leaky/…`.
 
+use hangar_tests::builders::{module, new_module, new_version};
 use hangar_tests::{module_archive, targz, Entry};
 use serde_json::{json, Value};
 
@@ -171,8 +172,7 @@ async fn a_resync_reads_the_repository_s_tags_again_now() {
     fx.versions(DNS, &[("2.0.0", "ok")]).await;
 
     // A module published by hand has nothing to resync.
-    let by_hand = json!({"data": {"type": "registry-modules", "attributes": {"name": "s3", "provider": "aws"}}});
-    let created = fx.app.post("/api/v2/organizations/acme/registry-modules", &fx.owners, by_hand).await;
+    let created = fx.app.post("/api/v2/organizations/acme/registry-modules", &fx.owners, module("s3", "aws")).await;
     let permissions = &created.body["data"]["attributes"]["permissions"];
     // As HCP answers, and go-tfe's TestRegistryModulesCreate expects: what the owner may do.
     assert_eq!((&permissions["can-resync"], &permissions["can-retry"]), (&json!(true), &json!(true)));
@@ -214,11 +214,8 @@ const BY_HAND: &str = "/api/v2/organizations/acme/registry-modules/private/acme/
 async fn a_failed_upload_is_retried_on_a_new_upload_link_without_deleting_anything() {
     let fx = fixture().await;
     let app = &fx.app;
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "s3", "provider": "aws"}}});
-    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &fx.owners, module).await.status, 201);
-    let version = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
-    let created = app.post(&format!("{BY_HAND}/versions"), &fx.owners, version).await;
-    let upload = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
+    new_module(app, &fx.owners, "acme", "s3", "aws").await;
+    let upload = new_version(app, &fx.owners, BY_HAND, "1.0.0").await;
     assert_eq!(app.upload(&upload, targz(&[Entry::File("./notes.txt", b"no module here")])).await, 200);
     let read = format!("{BY_HAND}/version?module_version=1.0.0");
     assert_eq!(app.settled(&read, &fx.owners).await.body["data"]["attributes"]["status"], "reg_ingress_failed");

@@ -5,6 +5,7 @@
 use hangar::config::Config;
 use hangar::store::{keys, ItemStore};
 use hangar::vcs::AllowedNetworks;
+use hangar_tests::builders::acme;
 use hangar_tests::TestApp;
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -17,10 +18,6 @@ fn client(attributes: Value) -> Value {
 
 fn github(secret: &str) -> Value {
     client(json!({"service-provider": "github", "oauth-token-string": secret, "name": "GitHub.com"}))
-}
-
-async fn acme() -> (TestApp, String) {
-    TestApp::with_organization("acme").await
 }
 
 /// Creates a connection and returns (client id, token id).

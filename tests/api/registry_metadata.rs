@@ -2,6 +2,7 @@
 //! serves it: the protocol's module detail (`root`, `submodules`, `examples`, `providers`) and the
 //! management API's version (`metadata`). A module that does not parse is still a version.
 
+use hangar_tests::builders::{acme, new_module, publish_version};
 use hangar_tests::{targz, Entry, TestApp};
 use serde_json::{json, Value};
 
@@ -41,14 +42,9 @@ output "vpc_id" {
 
 /// `acme`'s module vpc/aws with version 1.0.0 made of `entries`; returns (app, owners token).
 async fn module_of(entries: &[Entry<'_>]) -> (TestApp, String) {
-    let (app, owners) = TestApp::with_organization("acme").await;
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
-    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &owners, module).await.status, 201);
-    let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": "1.0.0"}}});
-    let created = app.post(&format!("{PROVIDER}/versions"), &owners, body).await;
-    let url = created.body["data"]["links"]["upload"].as_str().expect("an upload link").to_owned();
-    assert_eq!(app.upload(&url, targz(entries)).await, 200);
-    let settled = app.settled(&format!("{PROVIDER}/version?module_version=1.0.0"), &owners).await;
+    let (app, owners) = acme().await;
+    new_module(&app, &owners, "acme", "vpc", "aws").await;
+    let settled = publish_version(&app, &owners, PROVIDER, "1.0.0", targz(entries)).await;
     assert_eq!(settled.body["data"]["attributes"]["status"], "ok", "{:?}", settled.body);
     (app, owners)
 }

@@ -1,6 +1,7 @@
 //! The registry protocol over HTTP: discovery, shapes, semantic-version order, downloads,
 //! auth and 404s — what `terraform init` and other registry clients read.
 
+use hangar_tests::builders::{acme, module, module_path, new_module, new_version, publish_version, version};
 use hangar_tests::{module_archive, targz, Entry, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -10,20 +11,13 @@ const V1: &str = "/api/registry/v1/modules";
 /// `acme` with modules vpc/aws (versions as given, each uploaded with `archive` unless listed
 /// in `pending`) and returns (app, owners token).
 async fn registry(versions: &[&str], pending: &[&str]) -> (TestApp, String) {
-    let (app, owners) = TestApp::with_organization("acme").await;
-    let module = json!({"data": {"type": "registry-modules", "attributes": {"name": "vpc", "provider": "aws"}}});
-    assert_eq!(app.post("/api/v2/organizations/acme/registry-modules", &owners, module).await.status, 201);
+    let (app, owners) = acme().await;
+    let vpc = new_module(&app, &owners, "acme", "vpc", "aws").await;
     for v in versions {
-        let body = json!({"data": {"type": "registry-module-versions", "attributes": {"version": v}}});
-        let created =
-            app.post("/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/versions", &owners, body).await;
-        assert_eq!(created.status, 201, "{:?}", created.body);
-        if !pending.contains(v) {
-            let url = created.body["data"]["links"]["upload"].as_str().unwrap().to_owned();
-            assert_eq!(app.upload(&url, module_archive()).await, 200);
-            let version =
-                format!("/api/v2/organizations/acme/registry-modules/private/acme/vpc/aws/version?module_version={v}");
-            app.settled(&version, &owners).await;
+        if pending.contains(v) {
+            new_version(&app, &owners, &vpc, v).await;
+        } else {
+            publish_version(&app, &owners, &vpc, v, module_archive()).await;
         }
     }
     (app, owners)
@@ -132,24 +126,14 @@ async fn one_version_and_the_latest_carry_the_public_registry_fields() {
 
 #[tokio::test]
 async fn lists_page_with_offset_and_limit_as_the_public_registry_does() {
-    let (app, owners) = TestApp::with_organization("acme").await;
+    let (app, owners) = acme().await;
     let archive = targz(&[Entry::File("main.tf", b"")]);
     for (name, provider) in [("a", "aws"), ("b", "aws"), ("c", "google"), ("d", "aws"), ("e", "azurerm")] {
-        let module = json!({"data": {"type": "registry-modules", "attributes": {"name": name, "provider": provider}}});
-        app.post("/api/v2/organizations/acme/registry-modules", &owners, module).await;
-        let path = format!("/api/v2/organizations/acme/registry-modules/private/acme/{name}/{provider}/versions");
-        let created = app
-            .post(
-                &path,
-                &owners,
-                json!({"data": {"type": "registry-module-versions", "attributes": {"version": "0.1.0"}}}),
-            )
-            .await;
+        app.post("/api/v2/organizations/acme/registry-modules", &owners, module(name, provider)).await;
+        let path = module_path("acme", name, provider);
+        let created = app.post(&format!("{path}/versions"), &owners, version("0.1.0")).await;
         app.upload(created.body["data"]["links"]["upload"].as_str().unwrap(), archive.clone()).await;
-        let version = format!(
-            "/api/v2/organizations/acme/registry-modules/private/acme/{name}/{provider}/version?module_version=0.1.0"
-        );
-        app.settled(&version, &owners).await;
+        app.settled(&format!("{path}/version?module_version=0.1.0"), &owners).await;
     }
     let ids = |body: &Value| -> Vec<String> {
         body["modules"].as_array().unwrap().iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect()

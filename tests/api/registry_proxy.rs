@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hangar::config::Config;
+use hangar_tests::builders::public_module;
 use hangar_tests::{Reply, TestApp};
 use reqwest::Method;
 use serde_json::{json, Value};
@@ -139,11 +140,6 @@ async fn answer(mut stream: TcpStream, seen: Arc<Seen>) {
     let _ = stream.shutdown().await;
 }
 
-fn curation(namespace: &str, name: &str, provider: &str) -> Value {
-    json!({"data": {"type": "registry-modules", "attributes": {
-        "name": name, "provider": provider, "namespace": namespace, "registry-name": "public"}}})
-}
-
 /// The stand-in upstream, a dev-server proxying to it, and organization `acme` (with its owners
 /// token) curating `hashicorp/consul/aws` and every misbehaving module.
 async fn setup() -> (Upstream, TestApp, String) {
@@ -159,7 +155,7 @@ async fn setup() -> (Upstream, TestApp, String) {
     )
     .await;
     for name in ["consul"].into_iter().chain(MISBEHAVING) {
-        let created = app.post(MODULES, &owners, curation("hashicorp", name, "aws")).await;
+        let created = app.post(MODULES, &owners, public_module("hashicorp", name, "aws")).await;
         assert_eq!(created.status, 201, "curating {name}: {:?}", created.body);
     }
     (upstream, app, owners)
@@ -320,7 +316,7 @@ async fn an_unreachable_upstream_is_502() {
         "acme",
     )
     .await;
-    let created = app.post(MODULES, &owners, curation("hashicorp", "consul", "aws")).await;
+    let created = app.post(MODULES, &owners, public_module("hashicorp", "consul", "aws")).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
     let reply = app.get(&format!("{PROXY}/hashicorp/consul/aws/versions"), &owners).await;
     assert_bad_gateway(&reply, "could not be reached");

@@ -2,6 +2,7 @@
 //! its generated site-admin token, and helpers that speak JSON:API to it.
 
 pub mod aws_proxy;
+pub mod builders;
 pub mod counting;
 pub mod moto;
 
@@ -233,10 +234,10 @@ impl TestApp {
 /// The AWS emulator (see [`moto`]), with the AWS SDK's default chain also pointed at it, for
 /// code that builds its clients from the environment: dev-server on DynamoDB, a Lambda cold
 /// start. Every test shares one process, so the variables are set once, to the same values for
-/// all, and never removed.
-pub async fn moto_in_environment() -> Option<Moto> {
+/// all, and never removed. A failure without the emulator, as [`moto::moto`].
+pub async fn moto_in_environment() -> Moto {
     static POINTED: std::sync::Once = std::sync::Once::new();
-    let moto = moto::moto().await?;
+    let moto = moto::moto().await;
     POINTED.call_once(|| {
         for (name, value) in [
             ("AWS_ENDPOINT_URL", moto.endpoint.as_str()),
@@ -247,7 +248,7 @@ pub async fn moto_in_environment() -> Option<Moto> {
             std::env::set_var(name, value);
         }
     });
-    Some(moto)
+    moto
 }
 
 /// A Lambda function's cold start (`state_from_env`) with `variables` as its environment.
@@ -269,19 +270,20 @@ pub async fn cold_start(variables: &[(&str, &str)]) -> AppState {
 }
 
 /// dev-server on DynamoDB and S3 in the emulator, with a fresh table, bucket and upload-event
-/// queue: uploads are ingested as in AWS, from the bucket's events.
-pub async fn spawn_on_dynamodb() -> Option<TestApp> {
+/// queue: uploads are ingested as in AWS, from the bucket's events. A failure without the
+/// emulator: a test that calls it is `#[ignore = "needs the AWS emulator"]`.
+pub async fn spawn_on_dynamodb() -> TestApp {
     spawn_on_dynamodb_polling(true).await
 }
 
 /// The same with no queue: nothing ingests an upload but what the test calls itself (the
 /// registry-ingest handler, fed events it makes).
-pub async fn spawn_on_dynamodb_without_queue() -> Option<TestApp> {
+pub async fn spawn_on_dynamodb_without_queue() -> TestApp {
     spawn_on_dynamodb_polling(false).await
 }
 
-async fn spawn_on_dynamodb_polling(queue: bool) -> Option<TestApp> {
-    moto_in_environment().await?;
+async fn spawn_on_dynamodb_polling(queue: bool) -> TestApp {
+    moto_in_environment().await;
     let data_dir = tempfile::tempdir().expect("a temporary directory");
     let suffix = random_token(10).to_lowercase();
     let config = Config {
@@ -292,7 +294,7 @@ async fn spawn_on_dynamodb_polling(queue: bool) -> Option<TestApp> {
     };
     let upload_queue = if queue { format!("hangar-{suffix}") } else { String::new() };
     let options = Options { store: Store::Dynamodb, init: true, upload_queue, ..options(data_dir.path()) };
-    Some(TestApp::spawn_in(data_dir, options, config).await)
+    TestApp::spawn_in(data_dir, options, config).await
 }
 
 /// One entry of a test archive. `raw` entries bypass the tar crate's own path checks, to build

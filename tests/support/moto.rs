@@ -1,8 +1,11 @@
 //! The AWS emulator (moto), for every test that talks to AWS: the one place that reads
-//! `HANGAR_TEST_MOTO_ENDPOINT`, skips without it (or fails, under `CI=true`), and builds the SDK
-//! configuration for it. The domain crate's adapter tests cannot depend on this crate, so they
-//! compile this file into their binary by path (`shared/tests/adapters/main.rs`): it may use
-//! only what both crates depend on (`aws-config`, `aws-sdk-iam`).
+//! `HANGAR_TEST_MOTO_ENDPOINT` and builds the SDK configuration for it. Every test that calls it
+//! is `#[ignore = "needs the AWS emulator"]`, so a plain `cargo test` lists it as ignored; run
+//! with `-- --include-ignored` (tests/run does, with moto started), it fails without the
+//! endpoint instead of passing having done nothing. The domain crate's adapter tests cannot
+//! depend on this crate, so they compile this file into their binary by path
+//! (`shared/tests/adapters/main.rs`): it may use only what both crates depend on (`aws-config`,
+//! `aws-sdk-iam`).
 
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 
@@ -18,21 +21,20 @@ pub struct Moto {
     pub sdk: SdkConfig,
 }
 
-/// The emulator named by `HANGAR_TEST_MOTO_ENDPOINT`, or `None` (having said so) when none is
-/// configured; under `CI=true` that is a failure instead.
-pub async fn moto() -> Option<Moto> {
-    at(endpoint("HANGAR_TEST_MOTO_ENDPOINT")?, ACCESS_KEY, SECRET_KEY).await
+/// The emulator named by `HANGAR_TEST_MOTO_ENDPOINT`; a failure when it is unset.
+pub async fn moto() -> Moto {
+    at(endpoint("HANGAR_TEST_MOTO_ENDPOINT"), ACCESS_KEY, SECRET_KEY).await
 }
 
 /// A second emulator, `HANGAR_TEST_MOTO_POLICY_ENDPOINT`, that one test at a time may switch to
 /// enforcing IAM policies ([`Moto::enforce_policies`]): on the shared one that would refuse
-/// every other test's calls. As [`moto`], `None` without it, a failure under `CI=true`.
-pub async fn policy_moto() -> Option<Moto> {
-    at(endpoint("HANGAR_TEST_MOTO_POLICY_ENDPOINT")?, ACCESS_KEY, SECRET_KEY).await
+/// every other test's calls. As [`moto`], a failure when it is unset.
+pub async fn policy_moto() -> Moto {
+    at(endpoint("HANGAR_TEST_MOTO_POLICY_ENDPOINT"), ACCESS_KEY, SECRET_KEY).await
 }
 
 /// The emulator at `endpoint`, reached with these keys.
-pub async fn at(endpoint: String, access_key: &str, secret_key: &str) -> Option<Moto> {
+pub async fn at(endpoint: String, access_key: &str, secret_key: &str) -> Moto {
     let credentials = aws_sdk_iam::config::Credentials::new(access_key, secret_key, None, None, "moto");
     let sdk = aws_config::defaults(BehaviorVersion::latest())
         .region(Region::new(REGION))
@@ -40,7 +42,7 @@ pub async fn at(endpoint: String, access_key: &str, secret_key: &str) -> Option<
         .endpoint_url(&endpoint)
         .load()
         .await;
-    Some(Moto { endpoint, sdk })
+    Moto { endpoint, sdk }
 }
 
 impl Moto {
@@ -71,15 +73,11 @@ async fn post(url: &str, body: &str) -> bool {
     String::from_utf8_lossy(&answer).split(' ').nth(1).is_some_and(|status| status.starts_with('2'))
 }
 
-fn endpoint(variable: &str) -> Option<String> {
+/// The endpoint in `variable`. A test that needs the emulator is ignored unless asked for, and
+/// one asked for must not pass without it: unset, that is a failure, saying how to start one.
+fn endpoint(variable: &str) -> String {
     match std::env::var(variable) {
-        Ok(endpoint) if !endpoint.is_empty() => Some(endpoint),
-        _ if std::env::var("CI").as_deref() == Ok("true") => {
-            panic!("the AWS emulator is required under CI: set {variable} (tests/run does)")
-        }
-        _ => {
-            eprintln!("skipped: {variable} is not set (run tests/run to start moto)");
-            None
-        }
+        Ok(endpoint) if !endpoint.is_empty() => endpoint,
+        _ => panic!("this test needs the AWS emulator: set {variable} (tests/run starts moto)"),
     }
 }

@@ -1,6 +1,7 @@
 //! What the adapter tests share: the AWS emulator (moto) for the DynamoDB, S3, KMS, IAM and
-//! STS runs, which go to `HANGAR_TEST_MOTO_ENDPOINT`, are skipped locally when it is unset and
-//! fail in CI; and names no other test uses.
+//! STS runs, which go to `HANGAR_TEST_MOTO_ENDPOINT` (those tests are `#[ignore = "needs the AWS
+//! emulator"]`: run with `-- --include-ignored`, they fail when it is unset); and names no other
+//! test uses.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -27,8 +27,9 @@ async fn a_deny_on_aws_plus_prod_refuses_creds_of_prod_despite_a_read_on_aws_sta
 /// `sys/leases/revoke/<lease_id>` is checked on that path, as Vault checks it: a deny on the
 /// leases of `aws/creds/prod` holds against a grant on `sys/leases/revoke*`.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn revoking_a_lease_by_path_is_checked_on_the_leases_own_path() {
-    let Some((_aws, app)) = super::broker_on_moto().await else { return };
+    let (_aws, app) = super::broker_on_moto().await;
     let root = Vault::root(&app);
     let arn = "arn:aws:iam::aws:policy/ReadOnlyAccess";
     root.write("aws/roles/prod", json!({"credential_type": "federation_token", "policy_arns": [arn]})).await;

@@ -71,8 +71,9 @@ async fn every_step_role(aws: &Aws) -> (String, serde_json::Value) {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_user_whose_creation_fails_at_any_step_is_gone_once_the_job_has_run() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let app = hangar_tests::TestApp::spawn_with(config()).await;
     let root = Vault::root(&app);
@@ -101,8 +102,9 @@ async fn a_user_whose_creation_fails_at_any_step_is_gone_once_the_job_has_run() 
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_slow_creation_is_not_rolled_back_before_the_minimum_age() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let config = Config { broker_rollback_min_age: Duration::from_secs(300), ..config() };
     let app = hangar_tests::TestApp::spawn_with(config).await;
@@ -127,8 +129,9 @@ async fn a_slow_creation_is_not_rolled_back_before_the_minimum_age() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_revocation_that_fails_is_retried_by_the_job_until_the_user_is_gone() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let app = hangar_tests::TestApp::spawn_with(config()).await;
     let root = Vault::root(&app);
@@ -153,8 +156,9 @@ async fn a_revocation_that_fails_is_retried_by_the_job_until_the_user_is_gone() 
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_user_iam_does_not_show_right_after_creation_is_not_taken_as_revoked() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let path = iam_user_role(&root, "aws/roles/unseen", "unseen").await;
     let creds = root.get("aws/creds/unseen").await;
@@ -185,8 +189,9 @@ async fn a_user_iam_does_not_show_right_after_creation_is_not_taken_as_revoked()
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn revoking_a_user_deletes_everything_it_holds() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let arn = aws.create_policy(&format!("hangar-holds-{id}")).await;
@@ -229,8 +234,9 @@ async fn revoking_a_user_deletes_everything_it_holds() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn dynamic_users_are_created_with_the_deployments_permissions_boundary() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let boundary = format!("arn:aws:iam::{}:policy/hangar-boundary", super::ACCOUNT);
     let mut config = config();
@@ -264,8 +270,9 @@ async fn dev_server_for_a_kill() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_dev_server_killed_at_any_step_of_creating_a_user_leaves_it_to_the_job() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     for step in ["CreateUser", "AttachUserPolicy", "PutUserPolicy", "AddUserToGroup", "CreateAccessKey"] {
         killed_at(&aws, step).await;
     }
@@ -355,8 +362,9 @@ fn the_rollback_age_is_a_duration_within_a_day() {
 /// The user is the request's own (created after its write-ahead record): it gets its keys and
 /// lease, and no user is left to nobody.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_lost_create_user_answer_is_taken_as_the_requests_own_user() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let app = hangar_tests::TestApp::spawn_with(config()).await;
     let root = Vault::root(&app);
@@ -389,8 +397,9 @@ async fn a_lost_create_user_answer_is_taken_as_the_requests_own_user() {
 /// A name the template renders that some user already had before the request is not taken:
 /// the request is refused with IAM's answer and the user is left alone.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_existing_user_of_the_same_name_is_not_taken_as_the_requests() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let name = format!("fixed-{id}");
@@ -415,8 +424,9 @@ async fn an_existing_user_of_the_same_name_is_not_taken_as_the_requests() {
 /// the role holds the write's claim. Once the claim expires the job deletes the key nobody holds
 /// and removes the role, which can then be written and deleted again.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_static_role_write_killed_while_its_key_is_made_is_rolled_back_by_the_job() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let dir = tempfile::tempdir().expect("a data directory");
     let (mut child, url) = dev_server_to_kill(dir.path());
@@ -503,8 +513,9 @@ async fn plant_claim(app: &hangar_tests::TestApp, aws: &Aws, name: &str, user: &
 /// A claim still standing is a conflict (409) to a write, a delete and `static-creds`; once it
 /// has expired the next write or delete rolls it back (the key nobody holds goes) and goes on.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_expired_claim_is_rolled_back_by_the_next_write_or_delete() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     // A claim stands a minute here: one made now stands, one two minutes old has expired.
     let config = Config { broker_rollback_min_age: Duration::from_secs(60), ..config() };
     let app = hangar_tests::TestApp::spawn_with(config).await;
@@ -541,8 +552,9 @@ async fn an_expired_claim_is_rolled_back_by_the_next_write_or_delete() {
 /// A rotation whose `CreateAccessKey` answer is lost leaves a key nobody holds; its claim says
 /// so, and the next rotation deletes that key before it makes its own.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_rotation_whose_key_answer_was_lost_leaves_no_key_behind() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let proxy = AwsProxy::start(&aws.endpoint).await;
     let app = hangar_tests::TestApp::spawn_with(config()).await;
     let root = Vault::root(&app);

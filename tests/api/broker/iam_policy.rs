@@ -31,13 +31,14 @@ async fn user_with(iam: &Client, moto: &Moto, name: &str, policy: &str) -> (Clie
     let key = iam.create_access_key().user_name(name).send().await.expect("CreateAccessKey");
     let key = key.access_key().expect("a key");
     let (id, secret) = (key.access_key_id().to_owned(), key.secret_access_key().to_owned());
-    let signed = moto::at(moto.endpoint.clone(), &id, &secret).await.expect("the emulator");
+    let signed = moto::at(moto.endpoint.clone(), &id, &secret).await;
     (Client::new(&signed.sdk), (id, secret))
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn vaults_documented_policy_is_enough_to_issue_users_and_revoke_them() {
-    let Some(moto) = moto::policy_moto().await else { return };
+    let moto = moto::policy_moto().await;
     moto.enforce_policies(false).await;
     let iam = Client::new(&moto.sdk);
     let id = suffix();

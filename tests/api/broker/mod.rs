@@ -37,11 +37,11 @@ async fn broker() -> TestApp {
 }
 
 /// The emulator, and dev-server's broker with its `aws` mount pointed at it.
-async fn broker_on_moto() -> Option<(Aws, TestApp)> {
-    let aws = aws().await?;
+async fn broker_on_moto() -> (Aws, TestApp) {
+    let aws = aws().await;
     let app = broker().await;
     aws.configure(&Vault::root(&app), "aws").await;
-    Some((aws, app))
+    (aws, app)
 }
 
 /// Sends a request to `/v1/<path>` with the given headers and JSON body.
@@ -130,9 +130,11 @@ struct Aws {
     iam: aws_sdk_iam::Client,
 }
 
-async fn aws() -> Option<Aws> {
-    let Moto { endpoint, sdk } = moto::moto().await?;
-    Some(Aws { endpoint, iam: aws_sdk_iam::Client::new(&sdk) })
+/// The emulator of `HANGAR_TEST_MOTO_ENDPOINT`; a failure when it is unset, so every test that
+/// calls it (or [`broker_on_moto`]) is `#[ignore = "needs the AWS emulator"]`.
+async fn aws() -> Aws {
+    let Moto { endpoint, sdk } = moto::moto().await;
+    Aws { endpoint, iam: aws_sdk_iam::Client::new(&sdk) }
 }
 
 impl Aws {
@@ -465,8 +467,9 @@ async fn acl_policies_are_written_read_listed_and_deleted() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_token_with_read_on_creds_of_deploy_gets_them_but_cannot_read_roles() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let path = iam_user_role(&root, "aws/roles/deploy", "acl").await;
     root.write("aws/roles/other", json!({"credential_type": "session_token"})).await;
@@ -624,8 +627,9 @@ async fn roles_of_one_mount_are_invisible_in_another() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn unmounting_revokes_its_leases_and_removes_its_roles() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let app = broker().await;
     let root = Vault::root(&app);
     root.write("sys/mounts/team", json!({"type": "aws"})).await;
@@ -843,8 +847,9 @@ async fn reading_or_deleting_a_missing_role_is_404() {
 // ----- dynamic credentials against the emulator -----
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn iam_user_credentials_create_a_user_with_the_roles_policies_groups_and_tags() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let policy_arn = aws.create_policy(&format!("hangar-{id}")).await;
@@ -907,8 +912,9 @@ async fn iam_user_credentials_create_a_user_with_the_roles_policies_groups_and_t
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_iam_user_lease_is_looked_up_renewed_and_revoked() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     root.write("aws/config/lease", json!({"lease": "1h", "lease_max": "2h"})).await;
     let path = iam_user_role(&root, "aws/roles/deploy", "lease").await;
@@ -948,8 +954,9 @@ async fn an_iam_user_lease_is_looked_up_renewed_and_revoked() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn an_expired_lease_is_revoked_by_the_scheduled_run() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     root.write("aws/config/lease", json!({"lease": "1s", "lease_max": "1s"})).await;
     let path = iam_user_role(&root, "aws/roles/deploy", "expiry").await;
@@ -966,8 +973,9 @@ async fn an_expired_lease_is_revoked_by_the_scheduled_run() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_failed_iam_user_creation_leaves_no_user_behind() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let path = format!("/hangar-rollback-{id}/");
@@ -989,8 +997,9 @@ async fn a_failed_iam_user_creation_leaves_no_user_behind() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn assumed_role_needs_role_arn_when_several_are_allowed() {
-    let Some((_, app)) = broker_on_moto().await else { return };
+    let (_, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let (first, second) =
@@ -1023,8 +1032,9 @@ async fn assumed_role_needs_role_arn_when_several_are_allowed() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn federation_tokens_take_the_requested_ttl_else_the_roles_default_capped_by_its_max() {
-    let Some((_, app)) = broker_on_moto().await else { return };
+    let (_, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     root.write(
         "aws/roles/federated",
@@ -1049,8 +1059,9 @@ async fn federation_tokens_take_the_requested_ttl_else_the_roles_default_capped_
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn session_token_credentials_carry_a_session_token() {
-    let Some((_, app)) = broker_on_moto().await else { return };
+    let (_, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     root.write("aws/roles/session", json!({"credential_type": "session_token"})).await;
     let creds = root.get("aws/creds/session").await;
@@ -1067,8 +1078,9 @@ async fn session_token_credentials_carry_a_session_token() {
 /// Vault names every lease after the request path: `aws/creds/<role>/…` through creds/,
 /// `aws/sts/<role>/…` through sts/, STS credentials included.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn sts_credentials_lease_ids_follow_the_request_path() {
-    let Some((_, app)) = broker_on_moto().await else { return };
+    let (_, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     root.write("aws/roles/session", json!({"credential_type": "session_token"})).await;
     let creds = root.get("aws/creds/session").await;
@@ -1083,8 +1095,9 @@ async fn sts_credentials_lease_ids_follow_the_request_path() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_legacy_policy_role_gives_iam_users_through_creds_and_federation_tokens_through_sts() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     root.write("aws/roles/legacy", json!({"policy": DOCUMENT})).await;
     let read = root.get("aws/roles/legacy").await;
@@ -1110,8 +1123,9 @@ async fn a_legacy_policy_role_gives_iam_users_through_creds_and_federation_token
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn legacy_arn_roles_are_refused_through_the_wrong_endpoint() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let role_arn = format!("arn:aws:iam::{ACCOUNT}:role/hangar-legacy-{id}");
@@ -1174,8 +1188,9 @@ async fn a_username_over_its_cap_is_a_500_naming_the_limit() {
 // ----- static roles -----
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_static_role_needs_an_existing_iam_user_and_a_period_of_a_minute() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let id = suffix();
     let missing = root
@@ -1199,8 +1214,9 @@ async fn a_static_role_needs_an_existing_iam_user_and_a_period_of_a_minute() {
 /// IAM's own rule for a user name (at most 64 of `[A-Za-z0-9_+=,.@-]`) is checked before AWS
 /// is asked: a name AWS could not hold is the caller's 400, not an upstream failure.
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_static_role_whose_username_iam_cannot_hold_is_a_400() {
-    let Some((_aws, app)) = broker_on_moto().await else { return };
+    let (_aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     for username in ["÷J\u{10}x", "has space", "a/b", &"u".repeat(65)] {
         let refused = root.post("aws/static-roles/odd", json!({"username": username, "rotation_period": "1h"})).await;
@@ -1212,8 +1228,9 @@ async fn a_static_role_whose_username_iam_cannot_hold_is_a_400() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn static_roles_and_static_creds_answer_at_the_top_level() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let user = format!("hangar-static-{}", suffix());
     aws.create_user(&user).await;
@@ -1265,8 +1282,9 @@ async fn static_key(root: &Vault<'_>, name: &str) -> String {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn a_due_static_role_is_rotated_keeping_at_most_two_keys() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let (user, first) = static_role(&root, &aws, "app").await;
     let state = app.second_state().await;
@@ -1300,8 +1318,9 @@ async fn a_due_static_role_is_rotated_keeping_at_most_two_keys() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn overlapping_runs_rotate_a_due_role_once() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let (user, first) = static_role(&root, &aws, "app").await;
     let (one, two) = (app.second_state().await, app.second_state().await);
@@ -1322,8 +1341,9 @@ async fn overlapping_runs_rotate_a_due_role_once() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn twenty_due_roles_all_rotate_in_one_run() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let state = app.second_state().await;
     let mut before = Vec::new();
@@ -1346,8 +1366,9 @@ async fn twenty_due_roles_all_rotate_in_one_run() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn rotate_root_replaces_the_engines_key_and_deletes_the_old_one() {
-    let Some(aws) = aws().await else { return };
+    let aws = aws().await;
     let app = broker().await;
     let root = Vault::root(&app);
     let user = format!("hangar-engine-{}", suffix());

@@ -264,8 +264,9 @@ async fn config_root_and_config_lease_are_created_once_then_updated() {
 }
 
 #[tokio::test]
+#[ignore = "needs the AWS emulator"]
 async fn static_roles_need_create_when_new_and_update_when_they_exist() {
-    let Some((aws, app)) = broker_on_moto().await else { return };
+    let (aws, app) = broker_on_moto().await;
     let root = Vault::root(&app);
     let user = format!("hangar-paths-{}", suffix());
     aws.create_user(&user).await;
