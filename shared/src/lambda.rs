@@ -12,7 +12,8 @@ use crate::state::AppState;
 
 pub type Error = lambda_http::Error;
 
-/// The functions, one per resource family (DESIGN.md), by their package and binary names.
+/// The functions, one per resource family (`functions/*`, each a resource of template.yaml), by
+/// their package and binary names.
 pub const FUNCTIONS: [&str; 10] = [
     "accounts",
     "registry-api",

@@ -125,7 +125,7 @@ async fn every_sample_event_runs_in_order_and_answers_as_expected() {
     let declared: BTreeSet<&str> = expected.keys().map(String::as_str).collect();
     assert_eq!(files.difference(&declared).collect::<Vec<_>>(), Vec::<&&str>::new(), "samples with no expectation");
     assert_eq!(declared.difference(&files).collect::<Vec<_>>(), Vec::<&&str>::new(), "expectations with no sample");
-    // Every function of DESIGN.md has at least one sample.
+    // Every function (hangar::lambda::FUNCTIONS, template.yaml's) has at least one sample.
     for function in hangar::lambda::FUNCTIONS {
         assert!(samples.iter().any(|name| name.starts_with(&format!("{function}."))), "no sample for {function}");
     }
