@@ -209,13 +209,13 @@ async fn a_pool_delete_that_raced_a_registration_leaves_no_orphan_agent() {
         let grant = grant(&state, &agent_token(&app, &owners, &pool_id).await.1).await;
         let register = |n: usize| agents::register_at(&state, &grant, Some(format!("runner-{n}")), None, Utc::now());
         let (deleted, first, second, third) = tokio::join!(
-            hangar::agents::pools::delete(&state, &admin, &pool_id),
+            hangar::agents::pools::delete(state.store.as_ref(), &admin, &pool_id),
             register(1),
             register(2),
             register(3)
         );
         if deleted.is_err() {
-            hangar::agents::pools::delete(&state, &admin, &pool_id).await.expect("the retried delete");
+            hangar::agents::pools::delete(state.store.as_ref(), &admin, &pool_id).await.expect("the retried delete");
         }
         for agent in [first, second, third].into_iter().flatten() {
             let found = shown(&app, &owners, &agent.id).await;

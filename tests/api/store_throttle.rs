@@ -118,8 +118,7 @@ async fn a_throttled_store_is_a_503_with_retry_after_in_every_familys_format() {
         assert_eq!(body["errors"][0]["status"], "503", "{path}: {body}");
     }
 
-    let (status, retry_after, content_type, body) =
-        send(&router, module_versions, &[("Authorization", &bearer)]).await;
+    let (status, retry_after, content_type, body) = send(&router, module_versions, &[("Authorization", &bearer)]).await;
     assert_eq!((status, retry_after.as_deref()), (StatusCode::SERVICE_UNAVAILABLE, Some("1")), "protocol: {body}");
     assert_eq!(content_type, "application/json");
     let body: Value = serde_json::from_str(&body).expect("the protocol's JSON");

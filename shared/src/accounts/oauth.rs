@@ -18,7 +18,9 @@ use crate::auth::{Permission, Principal};
 use crate::ids::{new_id, Kind};
 use crate::seal::{self, Rebound, Resealed, SealContext};
 use crate::state::AppState;
-use crate::store::{keys, parse_all, pointer, query_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{
+    keys, parse_all, pointer, query_all, Condition, Item, ItemStore, Key, Transaction, UpdateOp, Write,
+};
 use crate::vcs::{self, AllowedNetworks, UrlProblem};
 
 /// Counter of VCS connections kept on the organization item, for list totals.
@@ -233,15 +235,14 @@ pub async fn create(
         created_at: now,
         sealed_token: state.sealer.seal_for(&SealContext::oauth_token(&client.oauth_token_id), &secret).await?,
     };
-    let writes = vec![
-        Write::Put { item: client.to_item()?, condition: Condition::NotExists },
-        pointer::create(&client.id, &client.key())?,
-        Write::Put { item: token.to_item()?, condition: Condition::NotExists },
-        pointer::create(&token.id, &token.key())?,
-        join(&org.id, OAUTH_CLIENT_COUNT, 1),
-    ];
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(4) => Err(AccountsError::NotFound),
+    let mut transaction = Transaction::new();
+    transaction.add(Write::Put { item: client.to_item()?, condition: Condition::NotExists });
+    transaction.add(pointer::create(&client.id, &client.key())?);
+    transaction.add(Write::Put { item: token.to_item()?, condition: Condition::NotExists });
+    transaction.add(pointer::create(&token.id, &token.key())?);
+    let org_active = transaction.add(join(&org.id, OAUTH_CLIENT_COUNT, 1));
+    match transaction.commit(store).await {
+        Err(e) if e.failed_on(org_active) => Err(AccountsError::NotFound),
         other => other.map_err(AccountsError::from),
     }?;
     Ok((client, org))

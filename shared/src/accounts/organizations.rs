@@ -12,7 +12,7 @@ use crate::auth::{Permission, Principal};
 use crate::blobs::BlobStore;
 use crate::ids::{new_id, ORGANIZATION_PREFIX};
 use crate::names;
-use crate::store::{keys, parse_all, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{keys, parse_all, Condition, Item, ItemStore, Key, Transaction, UpdateOp, Write};
 
 fn org_item(org: &Organization) -> Result<Item> {
     let (index, pk, sk) = keys::organization_index_key(&org.name);
@@ -50,14 +50,14 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, new: NewOrgani
         active: true,
     };
     let owners = Team::owners(&org.id, &now);
-    let mut writes = vec![
-        Write::Put { item: marker_item(&org.name, &org.id)?, condition: Condition::NotExists },
-        Write::Put { item: org_item(&org)?, condition: Condition::NotExists },
-    ];
-    writes.extend(owners.creation_writes()?);
-    writes.push(count_created());
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) => Err(AccountsError::taken(Field::Attribute("name"))),
+    let mut transaction = Transaction::new();
+    let name_claim =
+        transaction.add(Write::Put { item: marker_item(&org.name, &org.id)?, condition: Condition::NotExists });
+    transaction.add(Write::Put { item: org_item(&org)?, condition: Condition::NotExists });
+    owners.creation_writes(&mut transaction)?;
+    transaction.add(count_created());
+    match transaction.commit(store).await {
+        Err(e) if e.failed_on(name_claim) => Err(AccountsError::taken(Field::Attribute("name"))),
         other => other.map_err(AccountsError::from),
     }?;
     org.team_count = 1;
@@ -78,7 +78,9 @@ pub async fn update(
 ) -> Result<Organization> {
     let mut org = authorized(store, principal, name, Permission::Own).await?;
     let mut ops = Vec::new();
-    let mut writes = Vec::new();
+    let mut transaction = Transaction::new();
+    // The claim on the new name, when the organization is renamed.
+    let mut name_claim = None;
     if let Some(email) = changes.email {
         names::check_email(&email).map_err(|e| AccountsError::name(Field::Attribute("email"), e))?;
         ops.push(UpdateOp::set("email", email.clone()));
@@ -87,8 +89,10 @@ pub async fn update(
     if let Some(new_name) = changes.name.filter(|n| *n != org.name) {
         names::check(&new_name, names::ORGANIZATION).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
         let (index, _, index_sk) = keys::organization_index_key(&new_name);
-        writes.push(Write::Put { item: marker_item(&new_name, &org.id)?, condition: Condition::NotExists });
-        writes.push(Write::Delete {
+        name_claim = Some(
+            transaction.add(Write::Put { item: marker_item(&new_name, &org.id)?, condition: Condition::NotExists }),
+        );
+        transaction.add(Write::Delete {
             key: keys::organization_name(&org.name),
             condition: Condition::equals("org_id", org.id.clone()),
         });
@@ -99,9 +103,13 @@ pub async fn update(
     if ops.is_empty() {
         return Ok(org);
     }
-    writes.push(Write::Update { key: keys::organization(&org.id), ops, condition: Condition::equals(ACTIVE, true) });
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) && org.name != name => {
+    transaction.add(Write::Update {
+        key: keys::organization(&org.id),
+        ops,
+        condition: Condition::equals(ACTIVE, true),
+    });
+    match transaction.commit(store).await {
+        Err(e) if name_claim.is_some_and(|claim| e.failed_on(claim)) => {
             Err(AccountsError::taken(Field::Attribute("name")))
         }
         other => other.map_err(AccountsError::from),
@@ -119,18 +127,18 @@ pub async fn delete(store: &dyn ItemStore, blobs: &dyn BlobStore, principal: &Pr
     require(principal, &org.id, Permission::Own)?;
     store.update(&org_key, vec![UpdateOp::set(ACTIVE, false)], Condition::Exists).await?;
     cascade::purge_partition(store, blobs, &org.id).await?;
-    store
-        .transact(vec![
-            Write::Delete { key: keys::organization_name(&org.name), condition: Condition::Always },
-            Write::Delete { key: org_key, condition: Condition::Exists },
-            Write::Update {
-                key: keys::organization_total(),
-                ops: vec![UpdateOp::Add("count".into(), -1)],
-                condition: Condition::Always,
-            },
-        ])
+    let mut transaction = Transaction::new();
+    transaction.add(Write::Delete { key: keys::organization_name(&org.name), condition: Condition::Always });
+    let org_exists = transaction.add(Write::Delete { key: org_key, condition: Condition::Exists });
+    transaction.add(Write::Update {
+        key: keys::organization_total(),
+        ops: vec![UpdateOp::Add("count".into(), -1)],
+        condition: Condition::Always,
+    });
+    transaction
+        .commit(store)
         .await
-        .map_err(|e| if e.failed_write() == Some(1) { AccountsError::NotFound } else { e.into() })
+        .map_err(|e| if e.failed_on(org_exists) { AccountsError::NotFound } else { e.into() })
 }
 
 /// The organizations the principal can see, by name: all of them for the site admin, its

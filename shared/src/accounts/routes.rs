@@ -13,7 +13,7 @@ use super::org_tokens;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
-use super::workspaces::{self, Execution, NewWorkspace, WorkspaceChanges};
+use super::workspaces::{self, Execution, NewWorkspace, WorkspaceAt, WorkspaceChanges};
 use crate::api::BaseUrl;
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
 use crate::auth::{OrganizationAccess, Permission, Principal};
@@ -181,8 +181,7 @@ async fn list_teams(
 }
 
 async fn show_team(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
-    let team = teams::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
-    let org = access::get_by_id(state.store.as_ref(), &team.org_id).await?;
+    let (team, org) = teams::show(state.store.as_ref(), &principal, &id).await?;
     Ok(Document::one(render::team(&team, &org.name)))
 }
 
@@ -317,9 +316,7 @@ async fn update_workspace(
     body: JsonApiBody,
 ) -> Result<Document> {
     let changes = changes(&body)?;
-    let store = state.store.as_ref();
-    let (current, org) = workspaces::get(store, &principal, &id, Permission::ManageWorkspaces).await?;
-    let workspace = workspaces::update(store, &current, changes).await?;
+    let (workspace, org) = workspaces::update(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), changes).await?;
     Ok(Document::one(render::workspace(&workspace, &org.name)))
 }
 
@@ -330,9 +327,8 @@ async fn update_workspace_by_name(
     body: JsonApiBody,
 ) -> Result<Document> {
     let changes = changes(&body)?;
-    let store = state.store.as_ref();
-    let (current, org) = workspaces::get_by_name(store, &principal, &org, &name, Permission::ManageWorkspaces).await?;
-    let workspace = workspaces::update(store, &current, changes).await?;
+    let at = WorkspaceAt::Name { org: &org, name: &name };
+    let (workspace, org) = workspaces::update(state.store.as_ref(), &principal, at, changes).await?;
     Ok(Document::one(render::workspace(&workspace, &org.name)))
 }
 
@@ -352,7 +348,8 @@ async fn show_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let (workspace, org) = workspaces::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
+    let (workspace, org) =
+        workspaces::find(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), Permission::Read).await?;
     Ok(Document::one(render::workspace(&workspace, &org.name)))
 }
 
@@ -361,8 +358,8 @@ async fn show_workspace_by_name(
     principal: Principal,
     Path((org, name)): Path<(String, String)>,
 ) -> Result<Document> {
-    let (workspace, org) =
-        workspaces::get_by_name(state.store.as_ref(), &principal, &org, &name, Permission::Read).await?;
+    let at = WorkspaceAt::Name { org: &org, name: &name };
+    let (workspace, org) = workspaces::find(state.store.as_ref(), &principal, at, Permission::Read).await?;
     Ok(Document::one(render::workspace(&workspace, &org.name)))
 }
 
@@ -371,8 +368,7 @@ async fn delete_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    let (workspace, _) = workspaces::get(state.store.as_ref(), &principal, &id, Permission::ManageWorkspaces).await?;
-    workspaces::delete(state.store.as_ref(), &workspace).await?;
+    workspaces::delete(state.store.as_ref(), &principal, WorkspaceAt::Id(&id)).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -381,9 +377,8 @@ async fn delete_workspace_by_name(
     principal: Principal,
     Path((org, name)): Path<(String, String)>,
 ) -> Result<StatusCode> {
-    let store = state.store.as_ref();
-    let (workspace, _) = workspaces::get_by_name(store, &principal, &org, &name, Permission::ManageWorkspaces).await?;
-    workspaces::delete(store, &workspace).await?;
+    let at = WorkspaceAt::Name { org: &org, name: &name };
+    workspaces::delete(state.store.as_ref(), &principal, at).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::access::{self, join, TEAM_COUNT};
+use super::access::{self, join, Organization, TEAM_COUNT};
 use super::error::{AccountsError, Result};
 use crate::api::Field;
 use crate::api::PageRequest;
@@ -11,7 +11,7 @@ use crate::auth::{hash_secret, new_team_secret, OrganizationAccess, Permission, 
 use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::owned::{satellites, SATELLITES};
-use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, UpdateOp, Write};
+use crate::store::{keys, parse_all, pointer, Condition, Item, ItemStore, Key, Transaction, UpdateOp, Write, Writes};
 
 pub const OWNERS: &str = "owners";
 
@@ -72,12 +72,13 @@ impl Team {
         Ok(Item::from_value(self.key(), self)?.with_satellites(&self.owned()))
     }
 
-    /// The team's item and its id pointer, both new.
-    pub fn creation_writes(&self) -> Result<Vec<Write>> {
-        Ok(vec![
-            Write::Put { item: self.to_item()?, condition: Condition::NotExists },
-            pointer::create(&self.id, &self.key())?,
-        ])
+    /// Adds the team's item and its id pointer, both new, to `transaction`. Returns the item's
+    /// write, the claim on the team's name (the name is its key): it fails when the name is
+    /// taken in the organization.
+    pub fn creation_writes(&self, transaction: &mut Transaction) -> Result<Writes> {
+        let name_claim = transaction.add(Write::Put { item: self.to_item()?, condition: Condition::NotExists });
+        transaction.add(pointer::create(&self.id, &self.key())?);
+        Ok(name_claim)
     }
 
     pub(super) fn grant(&self) -> TeamGrant {
@@ -116,11 +117,12 @@ pub async fn create(store: &dyn ItemStore, principal: &Principal, org_name: &str
         created_at: crate::api::timestamp(chrono::Utc::now()),
         token: None,
     };
-    let mut writes = team.creation_writes()?;
-    writes.push(join(&org.id, TEAM_COUNT, 1));
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) => Err(AccountsError::taken(Field::Attribute("name"))),
-        Err(e) if e.failed_write() == Some(2) => Err(AccountsError::NotFound),
+    let mut transaction = Transaction::new();
+    let name_claim = team.creation_writes(&mut transaction)?;
+    let org_active = transaction.add(join(&org.id, TEAM_COUNT, 1));
+    match transaction.commit(store).await {
+        Err(e) if e.failed_on(name_claim) => Err(AccountsError::taken(Field::Attribute("name"))),
+        Err(e) if e.failed_on(org_active) => Err(AccountsError::NotFound),
         other => other.map_err(AccountsError::from),
     }?;
     Ok(team)
@@ -131,6 +133,13 @@ pub async fn get(store: &dyn ItemStore, principal: &Principal, team_id: &str, pe
     let team: Team = pointer::resolve(store, team_id).await?.ok_or(AccountsError::NotFound)?;
     access::require(principal, &team.org_id, permission)?;
     Ok(team)
+}
+
+/// The team with this id and its organization, if the principal may read them.
+pub async fn show(store: &dyn ItemStore, principal: &Principal, team_id: &str) -> Result<(Team, Organization)> {
+    let team = get(store, principal, team_id, Permission::Read).await?;
+    let org = access::get_by_id(store, &team.org_id).await?;
+    Ok((team, org))
 }
 
 pub async fn list(

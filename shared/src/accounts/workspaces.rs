@@ -16,7 +16,8 @@ use crate::auth::{Permission, Principal};
 use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::{
-    keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Write, MAX_TRANSACTION_WRITES,
+    keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Transaction, Write, Writes,
+    MAX_TRANSACTION_WRITES,
 };
 
 const AGENT: &str = "agent";
@@ -116,8 +117,15 @@ fn resolve(current: (&str, Option<&str>), execution: &Execution) -> Result<(Stri
     }
 }
 
-/// The writes that move a workspace from one pool to another (either may be none).
-async fn pool_writes(store: &dyn ItemStore, workspace: &Workspace, from: Option<&str>) -> Result<Vec<Write>> {
+/// Adds the writes that move a workspace from one pool to another (either may be none) to
+/// `transaction`. Returns them: each is conditional on its pool being unchanged since it was
+/// read here, so one fails when a pool changed meanwhile.
+async fn pool_writes(
+    store: &dyn ItemStore,
+    workspace: &Workspace,
+    from: Option<&str>,
+    transaction: &mut Transaction,
+) -> Result<Writes> {
     let to = workspace.agent_pool_id.as_deref();
     let mut writes = Vec::new();
     if from != to {
@@ -128,25 +136,26 @@ async fn pool_writes(store: &dyn ItemStore, workspace: &Workspace, from: Option<
     if let Some(new) = to {
         writes.push(pool::attach(store, &workspace.org_id, new, &workspace.id).await?);
     }
-    Ok(writes)
+    Ok(transaction.extend(writes))
 }
 
-/// Commits the workspace's own writes with the pool writes, built afresh on each attempt and
-/// retried when a pool changed meanwhile. A failure of an own write is the caller's to read.
-async fn commit(store: &dyn ItemStore, workspace: &Workspace, from: Option<&str>, own: Vec<Write>) -> Result<()> {
-    let own = &own;
-    let committed = retry_on_race(|| async move {
-        let pool = pool_writes(store, workspace, from).await?;
-        let first_pool_write = own.len();
-        let writes: Vec<Write> = own.iter().cloned().chain(pool).collect();
-        match store.transact(writes).await {
-            Err(e) if e.failed_write().is_some_and(|i| i >= first_pool_write) => Ok(None),
-            other => other.map(Some).map_err(AccountsError::from),
-        }
-    })
-    .await?;
-    committed
-        .ok_or_else(|| AccountsError::invalid(Field::Relationship("agent-pool"), "the agent pool is changing; retry"))
+/// The workspace's own writes of its creation.
+struct CreationWrites {
+    /// The workspace's item, new: the claim on its name (the name is its key), which fails when
+    /// the name is taken in the organization.
+    name_claim: Writes,
+    /// The organization's count of workspaces, which fails when the organization is being
+    /// deleted.
+    org_active: Writes,
+}
+
+/// Adds the workspace's own writes of its creation to `transaction`: its item, its id pointer
+/// and its count in the organization.
+fn creation_writes(workspace: &Workspace, transaction: &mut Transaction) -> Result<CreationWrites> {
+    let name_claim = transaction.add(Write::Put { item: workspace.to_item()?, condition: Condition::NotExists });
+    transaction.add(pointer::create(&workspace.id, &workspace.key())?);
+    let org_active = transaction.add(join(&workspace.org_id, WORKSPACE_COUNT, 1));
+    Ok(CreationWrites { name_claim, org_active })
 }
 
 pub struct NewWorkspace {
@@ -175,15 +184,22 @@ pub async fn create(
         allowed_by: Vec::new(),
         revision: 0,
     };
-    let own = vec![
-        Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
-        pointer::create(&workspace.id, &workspace.key())?,
-        join(&org.id, WORKSPACE_COUNT, 1),
-    ];
-    commit(store, &workspace, None, own).await.map_err(|e| match e {
-        AccountsError::Store(e) if e.failed_write() == Some(0) => AccountsError::taken(Field::Attribute("name")),
-        AccountsError::Store(e) if e.failed_write() == Some(2) => AccountsError::NotFound,
-        other => other,
+    // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.
+    let ws = &workspace;
+    let committed = retry_on_race(|| async move {
+        let mut transaction = Transaction::new();
+        let own = creation_writes(ws, &mut transaction)?;
+        let pools = pool_writes(store, ws, None, &mut transaction).await?;
+        match transaction.commit(store).await {
+            Err(e) if e.failed_on(own.name_claim) => Err(AccountsError::taken(Field::Attribute("name"))),
+            Err(e) if e.failed_on(own.org_active) => Err(AccountsError::NotFound),
+            Err(e) if e.failed_on(pools) => Ok(None),
+            other => other.map(Some).map_err(AccountsError::from),
+        }
+    })
+    .await?;
+    committed.ok_or_else(|| {
+        AccountsError::invalid(Field::Relationship("agent-pool"), "the agent pool is changing; retry")
     })?;
     Ok((workspace, org))
 }
@@ -194,9 +210,42 @@ pub struct WorkspaceChanges {
     pub execution: Execution,
 }
 
-/// Updates a workspace; omitted attributes keep their value. A rename moves its item. Tried
-/// afresh when the workspace or its pools changed meanwhile.
-pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
+/// Where a request points at a workspace: HCP's two paths, by its id or by the names of its
+/// organization and itself.
+#[derive(Debug, Clone, Copy)]
+pub enum WorkspaceAt<'a> {
+    Id(&'a str),
+    Name { org: &'a str, name: &'a str },
+}
+
+/// The workspace at `at`, if the principal holds `permission` in its organization; else
+/// `NotFound` (or `Forbidden` to one that may read it).
+pub async fn find(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    at: WorkspaceAt<'_>,
+    permission: Permission,
+) -> Result<(Workspace, Organization)> {
+    match at {
+        WorkspaceAt::Id(id) => get(store, principal, id, permission).await,
+        WorkspaceAt::Name { org, name } => get_by_name(store, principal, org, name, permission).await,
+    }
+}
+
+/// Updates the workspace at `at`, for a principal that may manage workspaces; omitted attributes
+/// keep their value. A rename moves its item. Tried afresh when the workspace or its pools
+/// changed meanwhile.
+pub async fn update(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    at: WorkspaceAt<'_>,
+    changes: WorkspaceChanges,
+) -> Result<(Workspace, Organization)> {
+    let (current, org) = find(store, principal, at, Permission::ManageWorkspaces).await?;
+    Ok((apply(store, &current, changes).await?, org))
+}
+
+async fn apply(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
     if let Some(name) = &changes.name {
         names::check(name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     }
@@ -213,19 +262,23 @@ pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: Workspa
         let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
         (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
         let renamed = workspace.name != current.name;
-        let mut writes = if !renamed {
-            vec![Write::Put { item: workspace.to_item()?, condition: current.unchanged() }]
+        let mut transaction = Transaction::new();
+        // The workspace's item under its new name, when it is renamed: the claim on that name.
+        let name_claim = if !renamed {
+            transaction.add(Write::Put { item: workspace.to_item()?, condition: current.unchanged() });
+            None
         } else {
-            vec![
-                Write::Put { item: workspace.to_item()?, condition: Condition::NotExists },
-                Write::Delete { key: current.key(), condition: current.unchanged() },
-                pointer::retarget(&workspace.id, &workspace.key())?,
-            ]
+            let claim = transaction.add(Write::Put { item: workspace.to_item()?, condition: Condition::NotExists });
+            transaction.add(Write::Delete { key: current.key(), condition: current.unchanged() });
+            transaction.add(pointer::retarget(&workspace.id, &workspace.key())?);
+            Some(claim)
         };
-        writes.extend(pool_writes(store, &workspace, current.agent_pool_id.as_deref()).await?);
-        match store.transact(writes).await {
+        pool_writes(store, &workspace, current.agent_pool_id.as_deref(), &mut transaction).await?;
+        match transaction.commit(store).await {
             Ok(()) => Ok(Some(workspace)),
-            Err(e) if e.failed_write() == Some(0) && renamed => Err(AccountsError::taken(Field::Attribute("name"))),
+            Err(e) if name_claim.is_some_and(|claim| e.failed_on(claim)) => {
+                Err(AccountsError::taken(Field::Attribute("name")))
+            }
             Err(e) if e.is_condition_failed() => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -235,7 +288,7 @@ pub async fn update(store: &dyn ItemStore, current: &Workspace, changes: Workspa
 }
 
 /// A workspace by id, if the principal holds `permission` in its organization.
-pub async fn get(
+async fn get(
     store: &dyn ItemStore,
     principal: &Principal,
     id: &str,
@@ -247,7 +300,7 @@ pub async fn get(
     Ok((workspace, org))
 }
 
-pub async fn get_by_name(
+async fn get_by_name(
     store: &dyn ItemStore,
     principal: &Principal,
     org_name: &str,
@@ -271,27 +324,32 @@ pub async fn list(
     Ok((workspaces, org))
 }
 
-/// Deletes a workspace, taking it off its agent pool and out of every pool's
-/// `allowed-workspaces`, in one transaction that fails if either changed meanwhile.
-pub async fn delete(store: &dyn ItemStore, workspace: &Workspace) -> Result<()> {
+/// Deletes the workspace at `at`, for a principal that may manage workspaces, taking it off its
+/// agent pool and out of every pool's `allowed-workspaces`, in one transaction that fails if
+/// either changed meanwhile.
+pub async fn delete(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>) -> Result<()> {
+    let (workspace, _) = find(store, principal, at, Permission::ManageWorkspaces).await?;
+    remove(store, &workspace).await
+}
+
+async fn remove(store: &dyn ItemStore, workspace: &Workspace) -> Result<()> {
     let id = &workspace.id;
     let deleted = retry_on_race(|| async move {
         let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
-        let mut own = vec![
-            Write::Delete { key: workspace.key(), condition: workspace.unchanged() },
-            pointer::remove(&workspace.id),
-            join(&workspace.org_id, WORKSPACE_COUNT, -1),
-        ];
+        let mut transaction = Transaction::new();
+        transaction.add(Write::Delete { key: workspace.key(), condition: workspace.unchanged() });
+        transaction.add(pointer::remove(&workspace.id));
+        let org_active = transaction.add(join(&workspace.org_id, WORKSPACE_COUNT, -1));
         let mut pools = workspace.allowed_by.clone();
         pools.extend(workspace.agent_pool_id.iter().filter(|id| !workspace.allowed_by.contains(id)).cloned());
         let mut pool_writes = pool::forget(store, &workspace.org_id, &pools, &workspace.id).await?;
         // Beyond one transaction, the rest follow; a pool left naming a deleted workspace keeps
         // working (entries it already lists are never checked again).
-        let rest = pool_writes.split_off(pool_writes.len().min(MAX_TRANSACTION_WRITES - own.len()));
-        own.extend(pool_writes);
-        match store.transact(own).await {
+        let rest = pool_writes.split_off(pool_writes.len().min(MAX_TRANSACTION_WRITES - transaction.len()));
+        transaction.extend(pool_writes);
+        match transaction.commit(store).await {
             Ok(()) => Ok(Some(rest)),
-            Err(e) if e.failed_write() == Some(2) => Err(AccountsError::NotFound),
+            Err(e) if e.failed_on(org_active) => Err(AccountsError::NotFound),
             Err(e) if e.is_condition_failed() => Ok(None),
             Err(e) => Err(e.into()),
         }

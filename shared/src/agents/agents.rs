@@ -30,7 +30,9 @@ use crate::auth::{AgentGrant, Permission, Principal};
 use crate::config::Config;
 use crate::ids::new_id;
 use crate::state::AppState;
-use crate::store::{collection_index, keys, pointer, retry_on_race, schedule, Condition, Item, UpdateOp, Write};
+use crate::store::{
+    collection_index, keys, pointer, retry_on_race, schedule, Condition, Item, ItemStore, Transaction, UpdateOp, Write,
+};
 
 /// The longest agent name, in characters (a host name is at most 253).
 pub const MAX_NAME_CHARS: usize = 255;
@@ -168,22 +170,27 @@ pub async fn register_at(
         indexed_until: None,
     };
     let share = live_index::share(&state.config, None, &mut agent)?;
-    let mut writes = vec![
-        claim_slot(&state.config, &agent.org_id),
-        Write::Put { item: agent.to_item(&state.config)?, condition: Condition::NotExists },
-        pointer::create(&agent.id, &agent.key())?,
-        // The pool's revision moves, so a delete of the pool that read it before this commit
-        // fails (and is retried) rather than leave this agent behind.
-        Write::Update { key: pool.key(), ops: vec![UpdateOp::Add("revision".into(), 1)], condition: Condition::Exists },
-    ];
-    writes.extend(share);
+    let mut transaction = Transaction::new();
+    let slot_claim = transaction.add(claim_slot(&state.config, &agent.org_id));
+    transaction.add(Write::Put { item: agent.to_item(&state.config)?, condition: Condition::NotExists });
+    transaction.add(pointer::create(&agent.id, &agent.key())?);
+    // The pool's revision moves, so a delete of the pool that read it before this commit
+    // fails (and is retried) rather than leave this agent behind.
+    transaction.add(Write::Update {
+        key: pool.key(),
+        ops: vec![UpdateOp::Add("revision".into(), 1)],
+        condition: Condition::Exists,
+    });
+    transaction.extend(share);
+    // Committed as they are on each attempt: the collection index keeps every write where it
+    // stands, so `slot_claim` names the same write in each.
     for _ in 0..=RELEASE_ATTEMPTS {
-        match collection_index::transact(store, writes.clone()).await {
+        match collection_index::transact(store, transaction.clone()).await {
             Ok(()) => {
-                tokens::touch(state, grant).await;
+                tokens::touch(store, grant).await;
                 return Ok(agent);
             }
-            Err(e) if e.failed_write() == Some(0) => {
+            Err(e) if e.failed_on(slot_claim) => {
                 if !release_first_silent(state, &agent.org_id, now).await? {
                     break;
                 }
@@ -225,24 +232,24 @@ pub async fn report_at(
         let mut next = agent.clone();
         next.status = status.to_owned();
         next.last_ping_at = timestamp(now);
-        let (next, writes, claims) = if status == IDLE || status == BUSY {
+        let mut transaction = Transaction::new();
+        // The live-agent slot the report claims, if it claims one.
+        let (next, slot_claim) = if status == IDLE || status == BUSY {
             next.holds_slot = true;
             let share = live_index::share(config, Some(&agent), &mut next)?;
-            let mut writes = vec![Write::Put { item: next.to_item(config)?, condition: agent.unchanged() }];
+            transaction.add(Write::Put { item: next.to_item(config)?, condition: agent.unchanged() });
             // Only an agent recorded before slots were counted holds none while live.
-            let claims = !agent.holds_slot;
-            if claims {
-                writes.push(claim_slot(config, &agent.org_id));
-            }
-            writes.extend(share);
-            (next, writes, claims)
+            let slot_claim = (!agent.holds_slot).then(|| transaction.add(claim_slot(config, &agent.org_id)));
+            transaction.extend(share);
+            (next, slot_claim)
         } else {
             let (next, writes) = ending(config, &agent, next, now)?;
-            (next, writes, false)
+            transaction.extend(writes);
+            (next, None)
         };
-        match collection_index::transact(store, writes).await {
+        match collection_index::transact(store, transaction).await {
             Ok(()) => Ok(Some(next)),
-            Err(e) if claims && e.failed_write() == Some(1) => Err(at_limit(config)),
+            Err(e) if slot_claim.is_some_and(|claim| e.failed_on(claim)) => Err(at_limit(config)),
             Err(e) if e.is_condition_failed() => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -250,13 +257,13 @@ pub async fn report_at(
     .await?;
     let agent =
         reported.ok_or_else(|| AgentsError::Conflict("The agent is being changed by other requests; retry.".into()))?;
-    tokens::touch(state, grant).await;
+    tokens::touch(store, grant).await;
     Ok(agent)
 }
 
 /// An agent by id, if the principal may read its organization.
-pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: Permission) -> Result<Agent> {
-    let agent: Agent = pointer::resolve(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?;
+pub async fn get(store: &dyn ItemStore, principal: &Principal, id: &str, permission: Permission) -> Result<Agent> {
+    let agent: Agent = pointer::resolve(store, id).await?.ok_or(AgentsError::NotFound)?;
     access::require(principal, &agent.org_id, permission)?;
     Ok(agent)
 }
@@ -270,8 +277,9 @@ pub async fn list(
     status: Option<&str>,
     page: &PageRequest,
 ) -> Result<(Vec<Agent>, usize)> {
-    let (pool, _) = pools::get(state, principal, pool_id, Permission::Read).await?;
-    let mut agents = of_pool(state.store.as_ref(), &pool.org_id, &pool.id).await?;
+    let store = state.store.as_ref();
+    let (pool, _) = pools::get(store, principal, pool_id, Permission::Read).await?;
+    let mut agents = of_pool(store, &pool.org_id, &pool.id).await?;
     agents.retain(|agent| pinged_since.is_none_or(|since| agent.last_ping() >= since));
     agents.retain(|agent| status.is_none_or(|status| agent.status(state) == status));
     agents.sort_by(|a, b| a.created_at.cmp(&b.created_at));
@@ -291,7 +299,7 @@ fn deletion(agent: &Agent, condition: Condition) -> Vec<Write> {
 
 /// Deletes an agent that is no longer running (`unknown`, `errored` or `exited`).
 pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
-    let agent = get(state, principal, id, Permission::ManageAgentPools).await?;
+    let agent = get(state.store.as_ref(), principal, id, Permission::ManageAgentPools).await?;
     let status = agent.status(state);
     if ![UNKNOWN, ERRORED, EXITED].contains(&status) {
         return Err(AgentsError::PreconditionFailed(format!(
@@ -312,7 +320,7 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
 /// on `pool_unchanged`). An agent that holds a slot or is in the pool's live index is removed at
 /// once instead, in a transaction of its own with the counter and the index, so both stay exact
 /// however the pool's deletion is split.
-pub(super) async fn removal(state: &AppState, agent: &Agent, pool_unchanged: &Write) -> Result<Vec<Write>> {
+pub(super) async fn removal(store: &dyn ItemStore, agent: &Agent, pool_unchanged: &Write) -> Result<Vec<Write>> {
     if !agent.holds_slot && !agent.reported_live() {
         return Ok(vec![Write::Delete { key: agent.key(), condition: Condition::Always }, pointer::remove(&agent.id)]);
     }
@@ -321,7 +329,7 @@ pub(super) async fn removal(state: &AppState, agent: &Agent, pool_unchanged: &Wr
         Condition::equals("holds_slot", agent.holds_slot).and(Condition::equals("status", agent.status.clone()));
     let mut writes = deletion(agent, unchanged);
     writes.push(pool_unchanged.clone());
-    match state.store.transact(writes).await {
+    match store.transact(writes).await {
         Err(e) if e.is_condition_failed() => Err(AgentsError::Conflict(
             "The agent pool or one of its agents changed while it was being deleted; retry.".into(),
         )),

@@ -16,23 +16,21 @@ pub mod tokens;
 pub use error::AgentsError;
 pub use routes::router;
 
-use crate::state::AppState;
-use crate::store::{query_all_as, Write};
+use crate::store::{query_all_as, ItemStore, Write};
 
 /// The writes that remove everything a pool owns: its tokens and its agents (each conditional
 /// on `pool_unchanged`, which those removed at once check themselves).
 async fn owned_by_pool(
-    state: &AppState,
+    store: &dyn ItemStore,
     org_id: &str,
     pool_id: &str,
     pool_unchanged: &Write,
 ) -> error::Result<Vec<Write>> {
-    let store = state.store.as_ref();
     let tokens: Vec<tokens::AgentToken> =
         query_all_as(store, crate::store::keys::agent_tokens(org_id, pool_id)).await?;
     let mut writes: Vec<Write> = tokens.iter().flat_map(tokens::AgentToken::removal).collect();
     for agent in agent::of_pool(store, org_id, pool_id).await? {
-        writes.extend(agents::removal(state, &agent, pool_unchanged).await?);
+        writes.extend(agents::removal(store, &agent, pool_unchanged).await?);
     }
     Ok(writes)
 }

@@ -18,8 +18,8 @@ use crate::ids::new_id;
 use crate::names;
 use crate::state::AppState;
 use crate::store::{
-    keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write,
-    MAX_TRANSACTION_WRITES,
+    keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, StoreError, Transaction, UpdateOp,
+    Write, Writes, MAX_TRANSACTION_WRITES,
 };
 
 pub const POOL_COUNT: &str = "agent_pool_count";
@@ -44,12 +44,11 @@ pub(super) async fn load(store: &dyn ItemStore, key: &Key) -> Result<AgentPool> 
 
 /// The pool with this id, if the principal holds `permission` in its organization.
 pub async fn get(
-    state: &AppState,
+    store: &dyn ItemStore,
     principal: &Principal,
     id: &str,
     permission: Permission,
 ) -> Result<(AgentPool, Organization)> {
-    let store = state.store.as_ref();
     let org_id = organization_of(store, principal, id).await?;
     get_in(store, principal, &org_id, id, permission).await
 }
@@ -83,10 +82,10 @@ pub async fn get_in(
     Ok((pool, org))
 }
 
-/// The pool `id`, if the principal may read it, with its organization and how many of its agents
-/// count (its `agent-count`): the pool, the organization and the pool's live index are read in
-/// one batch.
-pub async fn show(state: &AppState, principal: &Principal, id: &str) -> Result<(AgentPool, Organization, usize)> {
+/// The pool `id`, if the principal may read it, with its organization, how many of its agents
+/// count (its `agent-count`) and, when `include`, its workspaces: the pool, the organization and
+/// the pool's live index are read in one batch.
+pub async fn show(state: &AppState, principal: &Principal, id: &str, include: bool) -> Result<Shown> {
     let store = state.store.as_ref();
     let org_id = organization_of(store, principal, id).await?;
     let wanted = [keys::agent_pool(&org_id, id), live_index::key(&org_id, id)];
@@ -94,16 +93,42 @@ pub async fn show(state: &AppState, principal: &Principal, id: &str) -> Result<(
     let index = found.pop().flatten();
     let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
     let counts = live_index::counts(store, &state.config, std::slice::from_ref(&pool), &[index], Utc::now()).await?;
-    Ok((pool, org, counts[0]))
+    let workspaces = if include { attached_workspaces(store, std::slice::from_ref(&pool)).await? } else { Vec::new() };
+    Ok(Shown { org, pools: vec![(pool, counts[0])], workspaces })
 }
 
 /// How many agents of each pool count (their `agent-count`), the pools' live indexes read in
 /// one batch.
-pub async fn agent_counts(state: &AppState, pools: &[AgentPool]) -> Result<Vec<usize>> {
+async fn agent_counts(state: &AppState, pools: &[AgentPool]) -> Result<Vec<usize>> {
     let store = state.store.as_ref();
     let wanted: Vec<Key> = pools.iter().map(|pool| live_index::key(&pool.org_id, &pool.id)).collect();
     let indexes = store.get_many(&wanted).await?;
     live_index::counts(store, &state.config, pools, &indexes, Utc::now()).await
+}
+
+/// Pools as the API shows them: each with how many of its agents count, and, when the caller
+/// asked for them (`include=workspaces`), the workspaces attached to them.
+pub struct Shown {
+    pub org: Organization,
+    pub pools: Vec<(AgentPool, usize)>,
+    pub workspaces: Vec<Workspace>,
+}
+
+impl Shown {
+    async fn of(state: &AppState, org: Organization, pools: Vec<AgentPool>, include: bool) -> Result<Self> {
+        let counts = agent_counts(state, &pools).await?;
+        let workspaces = if include { attached_workspaces(state.store.as_ref(), &pools).await? } else { Vec::new() };
+        Ok(Shown { org, pools: pools.into_iter().zip(counts).collect(), workspaces })
+    }
+}
+
+/// The workspaces attached to the pools (one read each, by id; one deleted meanwhile is left out).
+async fn attached_workspaces(store: &dyn ItemStore, pools: &[AgentPool]) -> Result<Vec<Workspace>> {
+    let mut attached = Vec::new();
+    for id in pools.iter().flat_map(|pool| &pool.workspaces) {
+        attached.extend(pointer::resolve::<Workspace>(store, id).await?);
+    }
+    Ok(attached)
 }
 
 /// The most workspaces one request may add to a pool's `allowed-workspaces`: each is written in
@@ -152,12 +177,7 @@ pub struct NewPool {
     pub allowed_workspaces: Option<Vec<Relationship>>,
 }
 
-pub async fn create(
-    state: &AppState,
-    principal: &Principal,
-    org_name: &str,
-    new: NewPool,
-) -> Result<(AgentPool, Organization)> {
+pub async fn create(state: &AppState, principal: &Principal, org_name: &str, new: NewPool) -> Result<Shown> {
     let store = state.store.as_ref();
     let org = access::authorized(store, principal, org_name, Permission::ManageAgentPools).await?;
     names::check(&new.name, names::AGENT_POOL).map_err(|e| AgentsError::name(Field::Attribute("name"), e))?;
@@ -182,20 +202,19 @@ pub async fn create(
             condition: Condition::equals(ACTIVE, true)
                 .and(Condition::Below(POOL_COUNT.into(), i64::try_from(max).unwrap_or(i64::MAX))),
         };
-        let mut writes = vec![
-            Write::Put { item: pool.to_item()?, condition: Condition::NotExists },
-            name_claim(&pool)?,
-            pointer::create(&pool.id, &pool.key())?,
-            count,
-            live_index::created(&pool.org_id, &pool.id),
-        ];
-        writes.extend(allowances);
-        match store.transact(writes).await {
+        let mut transaction = Transaction::new();
+        transaction.add(Write::Put { item: pool.to_item()?, condition: Condition::NotExists });
+        let name_claimed = transaction.add(name_claim(&pool)?);
+        transaction.add(pointer::create(&pool.id, &pool.key())?);
+        let below_limit = transaction.add(count);
+        transaction.add(live_index::created(&pool.org_id, &pool.id));
+        let workspaces_unchanged = transaction.extend(allowances);
+        match transaction.commit(store).await {
             Ok(()) => Ok(Some(pool)),
-            Err(e) if e.failed_write() == Some(1) => {
+            Err(e) if e.failed_on(name_claimed) => {
                 Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
             }
-            Err(e) if e.failed_write() == Some(3) => Err(AgentsError::invalid(
+            Err(e) if e.failed_on(below_limit) => Err(AgentsError::invalid(
                 Field::Attribute("name"),
                 format!(
                     "organization {} already has {max} agent pool(s), the most it may have (HANGAR_MAX_AGENT_POOLS)",
@@ -203,7 +222,7 @@ pub async fn create(
                 ),
             )),
             // A workspace it allows changed meanwhile.
-            Err(e) if e.failed_write().is_some_and(|i| i > 4) => Ok(None),
+            Err(e) if e.failed_on(workspaces_unchanged) => Ok(None),
             Err(e) => Err(e.into()),
         }
     })
@@ -211,7 +230,7 @@ pub async fn create(
     let pool = created.ok_or_else(|| {
         AgentsError::Conflict("The allowed workspaces are being changed by other requests; retry.".into())
     })?;
-    Ok((pool, org.clone()))
+    Shown::of(state, org.clone(), vec![pool], false).await
 }
 
 /// The list's parameters.
@@ -225,13 +244,12 @@ pub struct PoolQuery {
 
 /// A page of the organization's pools, how many match, and how many there are.
 pub async fn list(
-    state: &AppState,
+    store: &dyn ItemStore,
     principal: &Principal,
     org_name: &str,
     query: &PoolQuery,
     page: &PageRequest,
 ) -> Result<(Vec<AgentPool>, usize, usize, Organization)> {
-    let store = state.store.as_ref();
     let org = access::visible(store, principal, org_name).await?;
     let all: Vec<AgentPool> = query_all_as(store, keys::agent_pools(&org.id)).await?;
     let total = all.len();
@@ -274,20 +292,29 @@ pub async fn list(
     Ok((page.slice(matching), count, total, org))
 }
 
+/// A page of [`list`] as the API shows it ([`Shown`]), with how many pools match and how many
+/// the organization has.
+pub async fn list_shown(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    query: &PoolQuery,
+    page: &PageRequest,
+    include: bool,
+) -> Result<(Shown, usize, usize)> {
+    let (pools, matching, total, org) = list(state.store.as_ref(), principal, org_name, query, page).await?;
+    Ok((Shown::of(state, org, pools, include).await?, matching, total))
+}
+
 pub struct PoolChanges {
     pub name: Option<String>,
     pub organization_scoped: Option<bool>,
     pub allowed_workspaces: Option<Vec<Relationship>>,
 }
 
-pub async fn update(
-    state: &AppState,
-    principal: &Principal,
-    id: &str,
-    changes: PoolChanges,
-) -> Result<(AgentPool, Organization)> {
+pub async fn update(state: &AppState, principal: &Principal, id: &str, changes: PoolChanges) -> Result<Shown> {
     let store = state.store.as_ref();
-    let (_, org) = get(state, principal, id, Permission::ManageAgentPools).await?;
+    let (_, org) = get(store, principal, id, Permission::ManageAgentPools).await?;
     if let Some(name) = &changes.name {
         names::check(name, names::AGENT_POOL).map_err(|e| AgentsError::name(Field::Attribute("name"), e))?;
     }
@@ -308,19 +335,22 @@ pub async fn update(
         if let Some(name) = changes.name.as_ref().filter(|_| renamed) {
             pool.name = name.clone();
         }
-        let mut writes = vec![pool.put_if_unchanged(current.revision)?];
+        let mut transaction = Transaction::new();
+        transaction.add(pool.put_if_unchanged(current.revision)?);
+        // The claim on the new name, when the pool is renamed.
+        let mut name_claimed = None;
         if renamed {
-            writes.push(name_claim(&pool)?);
+            name_claimed = Some(transaction.add(name_claim(&pool)?));
             let old = keys::agent_pool_name(&org.id, &current.name);
-            writes.push(Write::Delete { key: old, condition: Condition::equals("pool_id", pool.id.clone()) });
+            transaction.add(Write::Delete { key: old, condition: Condition::equals("pool_id", pool.id.clone()) });
         }
-        writes.extend(allowances);
-        match store.transact(writes).await {
+        transaction.extend(allowances);
+        match transaction.commit(store).await {
             Ok(()) => {
                 pool.revision = current.revision + 1;
                 Ok(Some(pool))
             }
-            Err(e) if renamed && e.failed_write() == Some(1) => {
+            Err(e) if name_claimed.is_some_and(|claim| e.failed_on(claim)) => {
                 Err(AgentsError::invalid(Field::Attribute("name"), "has already been taken"))
             }
             Err(e) if e.is_condition_failed() => Ok(None),
@@ -330,7 +360,7 @@ pub async fn update(
     .await?;
     let pool = updated
         .ok_or_else(|| AgentsError::Conflict("The agent pool is being changed by other requests; retry.".into()))?;
-    Ok((pool, org.clone()))
+    Shown::of(state, org.clone(), vec![pool], false).await
 }
 
 /// How many of the workspaces on a pool a refused delete names.
@@ -339,9 +369,8 @@ const NAMED_IN_REFUSAL: usize = 10;
 /// Deletes the pool with its tokens and agents. As in HCP Terraform, a pool that workspaces run
 /// on is refused, naming them; every write is conditional on the pool being unchanged, so a
 /// workspace that joins the pool meanwhile makes the delete fail rather than point at nothing.
-pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
-    let store = state.store.as_ref();
-    let (pool, org) = get(state, principal, id, Permission::ManageAgentPools).await?;
+pub async fn delete(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<()> {
+    let (pool, org) = get(store, principal, id, Permission::ManageAgentPools).await?;
     if !pool.workspaces.is_empty() {
         let mut names = Vec::new();
         for ws_id in pool.workspaces.iter().take(NAMED_IN_REFUSAL) {
@@ -360,7 +389,7 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
         ));
     }
     let unchanged = Write::Check { key: pool.key(), condition: Condition::equals("revision", pool.revision) };
-    let writes = super::owned_by_pool(state, &org.id, &pool.id, &unchanged).await?;
+    let writes = super::owned_by_pool(store, &org.id, &pool.id, &unchanged).await?;
     let finale = vec![
         Write::Delete { key: pool.key(), condition: Condition::equals("revision", pool.revision) },
         Write::Delete { key: live_index::key(&org.id, &pool.id), condition: Condition::Always },
@@ -379,14 +408,21 @@ pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result
     } else {
         (writes, finale)
     };
-    let changed = |e: crate::store::StoreError| match e.failed_write() {
-        Some(_) => AgentsError::Conflict("The agent pool changed while it was being deleted; retry.".into()),
-        None => e.into(),
+    // Every condition of a deletion's writes holds while the pool is unchanged: whichever fails,
+    // the pool changed.
+    let changed = |e: StoreError, deletion: Writes| {
+        if e.failed_on(deletion) {
+            AgentsError::Conflict("The agent pool changed while it was being deleted; retry.".into())
+        } else {
+            e.into()
+        }
     };
     for chunk in pieces.chunks(MAX_TRANSACTION_WRITES - 1) {
-        let mut chunk = chunk.to_vec();
-        chunk.push(unchanged.clone());
-        store.transact(chunk).await.map_err(changed)?;
+        let mut transaction = Transaction::new();
+        let deletion = transaction.extend(chunk.iter().cloned().chain([unchanged.clone()]));
+        transaction.commit(store).await.map_err(|e| changed(e, deletion))?;
     }
-    store.transact(last).await.map_err(changed)
+    let mut transaction = Transaction::new();
+    let deletion = transaction.extend(last);
+    transaction.commit(store).await.map_err(|e| changed(e, deletion))
 }

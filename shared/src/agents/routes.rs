@@ -8,15 +8,12 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::agents;
-use super::pools::{self, AgentPool, NewPool, PoolChanges, PoolQuery};
+use super::pools::{self, NewPool, PoolChanges, PoolQuery, Shown};
 use super::render;
 use super::tokens;
-use crate::accounts::access::Organization;
-use crate::accounts::workspaces::Workspace;
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing, Resource};
 use crate::auth::{Permission, Principal};
 use crate::state::AppState;
-use crate::store::pointer;
 
 type Result<T> = std::result::Result<T, ApiError>;
 
@@ -30,30 +27,13 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/authentication-tokens/{id}", get(show_token).delete(delete_token))
 }
 
-/// Renders pools with their agent counts, and the workspaces attached to them when asked.
-async fn render_pools(
-    state: &AppState,
-    org: &Organization,
-    pools: &[AgentPool],
-    include: bool,
-) -> Result<(Vec<Resource>, Vec<Resource>)> {
-    let counts = pools::agent_counts(state, pools).await?;
-    let resources = pools.iter().zip(counts).map(|(pool, count)| render::pool(pool, &org.name, count)).collect();
-    let included = if include { attached_workspaces(state, org, pools).await? } else { Vec::new() };
-    Ok((resources, included))
-}
-
-/// The workspaces attached to the pools, rendered for `included`.
-async fn attached_workspaces(state: &AppState, org: &Organization, pools: &[AgentPool]) -> Result<Vec<Resource>> {
-    let mut included = Vec::new();
-    for id in pools.iter().flat_map(|pool| &pool.workspaces) {
-        if let Some(workspace) =
-            pointer::resolve::<Workspace>(state.store.as_ref(), id).await.map_err(ApiError::from)?
-        {
-            included.push(crate::accounts::render::workspace(&workspace, &org.name));
-        }
-    }
-    Ok(included)
+/// Pools with their agent counts, and the workspaces attached to them when asked, rendered.
+fn render_pools(shown: &Shown) -> (Vec<Resource>, Vec<Resource>) {
+    let Shown { org, pools, workspaces } = shown;
+    let resources = pools.iter().map(|(pool, count)| render::pool(pool, &org.name, *count)).collect();
+    let included =
+        workspaces.iter().map(|workspace| crate::accounts::render::workspace(workspace, &org.name)).collect();
+    (resources, included)
 }
 
 fn includes_workspaces(listing_include: Option<&str>) -> Result<bool> {
@@ -99,8 +79,8 @@ async fn list_pools(
 ) -> Result<Document> {
     let query = pool_query(&listing)?;
     let include = includes_workspaces(listing.params.non_empty("include"))?;
-    let (page, matching, total, org) = pools::list(&state, &principal, &org, &query, &listing.page).await?;
-    let (resources, included) = render_pools(&state, &org, &page, include).await?;
+    let (shown, matching, total) = pools::list_shown(&state, &principal, &org, &query, &listing.page, include).await?;
+    let (resources, included) = render_pools(&shown);
     let document = Document::page(resources, &listing.envelope(matching))
         .meta("status-counts", json!({ "total": total, "matching": matching }));
     Ok(if include { document.included(included) } else { document })
@@ -141,8 +121,8 @@ async fn create_pool(
         organization_scoped: incoming.attributes.organization_scoped,
         allowed_workspaces: incoming.to_many("allowed-workspaces", "workspaces")?,
     };
-    let (pool, org) = pools::create(&state, &principal, &org, new).await?;
-    let (mut resources, _) = render_pools(&state, &org, &[pool], false).await?;
+    let shown = pools::create(&state, &principal, &org, new).await?;
+    let (mut resources, _) = render_pools(&shown);
     Ok(Document::one(resources.remove(0)).created())
 }
 
@@ -153,12 +133,10 @@ async fn show_pool(
     listing: Listing,
 ) -> Result<Document> {
     let include = includes_workspaces(listing.params.non_empty("include"))?;
-    let (pool, org, count) = pools::show(&state, &principal, &id).await?;
-    let document = Document::one(render::pool(&pool, &org.name, count));
-    if !include {
-        return Ok(document);
-    }
-    Ok(document.included(attached_workspaces(&state, &org, std::slice::from_ref(&pool)).await?))
+    let shown = pools::show(&state, &principal, &id, include).await?;
+    let (mut resources, included) = render_pools(&shown);
+    let document = Document::one(resources.remove(0));
+    Ok(if include { document.included(included) } else { document })
 }
 
 async fn update_pool(
@@ -174,8 +152,8 @@ async fn update_pool(
         organization_scoped: incoming.attributes.organization_scoped,
         allowed_workspaces: incoming.to_many("allowed-workspaces", "workspaces")?,
     };
-    let (pool, org) = pools::update(&state, &principal, &id, changes).await?;
-    let (mut resources, _) = render_pools(&state, &org, &[pool], false).await?;
+    let shown = pools::update(&state, &principal, &id, changes).await?;
+    let (mut resources, _) = render_pools(&shown);
     Ok(Document::one(resources.remove(0)))
 }
 
@@ -184,7 +162,7 @@ async fn delete_pool(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    pools::delete(&state, &principal, &id).await?;
+    pools::delete(state.store.as_ref(), &principal, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -216,7 +194,7 @@ async fn list_agents(
 }
 
 async fn show_agent(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
-    let agent = agents::get(&state, &principal, &id, Permission::Read).await?;
+    let agent = agents::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
     Ok(Document::one(render::agent(&agent, &state)))
 }
 
@@ -242,7 +220,7 @@ async fn create_token(
 ) -> Result<Document> {
     // HCP Terraform's clients send `authentication-tokens`; its docs also show `agent-tokens`.
     let attrs: TokenAttrs = body.attributes_or_default(&["authentication-tokens", "agent-tokens"])?;
-    let (token, secret) = tokens::create(&state, &principal, &id, attrs.description).await?;
+    let (token, secret) = tokens::create(state.store.as_ref(), &principal, &id, attrs.description).await?;
     Ok(Document::one(render::token(&token, Some(&secret))).created())
 }
 
@@ -252,14 +230,14 @@ async fn list_tokens(
     Path(id): Path<String>,
     listing: Listing,
 ) -> Result<Document> {
-    let all = tokens::list(&state, &principal, &id).await?;
+    let all = tokens::list(state.store.as_ref(), &principal, &id).await?;
     let total = all.len();
     let resources = listing.page.slice(all).iter().map(|token| render::token(token, None)).collect();
     Ok(Document::page(resources, &listing.envelope(total)))
 }
 
 async fn show_token(State(state): State<AppState>, principal: Principal, Path(id): Path<String>) -> Result<Document> {
-    let token = tokens::get(&state, &principal, &id, Permission::Read).await?;
+    let token = tokens::get(state.store.as_ref(), &principal, &id, Permission::Read).await?;
     Ok(Document::one(render::token(&token, None)))
 }
 
@@ -268,6 +246,6 @@ async fn delete_token(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    tokens::delete(&state, &principal, &id).await?;
+    tokens::delete(state.store.as_ref(), &principal, &id).await?;
     Ok(StatusCode::NO_CONTENT)
 }

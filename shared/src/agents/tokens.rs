@@ -9,8 +9,7 @@ use crate::accounts::access;
 use crate::api::{timestamp, Field};
 use crate::auth::{hash_secret, new_secret, AgentGrant, Permission, Principal, TokenRecord};
 use crate::ids::{new_id, Kind};
-use crate::state::AppState;
-use crate::store::{keys, pointer, query_all_as, Condition, Item, Key, UpdateOp, Write};
+use crate::store::{keys, pointer, query_all_as, Condition, Item, ItemStore, Key, UpdateOp, Write};
 
 /// The longest token description, in characters.
 pub const MAX_DESCRIPTION_CHARS: usize = 255;
@@ -49,12 +48,12 @@ impl AgentToken {
 
 /// Creates a token for the pool; the secret exists only in the result.
 pub async fn create(
-    state: &AppState,
+    store: &dyn ItemStore,
     principal: &Principal,
     pool_id: &str,
     description: Option<String>,
 ) -> Result<(AgentToken, String)> {
-    let (pool, _) = pools::get(state, principal, pool_id, Permission::ManageAgentPools).await?;
+    let (pool, _) = pools::get(store, principal, pool_id, Permission::ManageAgentPools).await?;
     // HCP Terraform requires a description (go-tfe refuses to send a token request without one).
     if description.as_deref().is_none_or(|text| text.trim().is_empty()) {
         return Err(AgentsError::invalid(Field::Attribute("description"), "`description` is required."));
@@ -86,7 +85,7 @@ pub async fn create(
     let item = Item::from_value(token.key(), &token)?
         .with_satellites(&[keys::token(&token.hash), keys::id_pointer(&token.id)]);
     store_writes(
-        state,
+        store,
         &pool,
         vec![
             Write::Put { item, condition: Condition::NotExists },
@@ -99,39 +98,38 @@ pub async fn create(
 }
 
 /// Commits writes that add to a pool, only while the pool exists.
-async fn store_writes(state: &AppState, pool: &AgentPool, mut writes: Vec<Write>) -> Result<()> {
+async fn store_writes(store: &dyn ItemStore, pool: &AgentPool, mut writes: Vec<Write>) -> Result<()> {
     writes.push(Write::Check { key: pool.key(), condition: Condition::Exists });
-    match state.store.transact(writes).await {
+    match store.transact(writes).await {
         Err(e) if e.is_condition_failed() => Err(AgentsError::NotFound),
         other => Ok(other?),
     }
 }
 
-pub async fn list(state: &AppState, principal: &Principal, pool_id: &str) -> Result<Vec<AgentToken>> {
-    let (pool, _) = pools::get(state, principal, pool_id, Permission::Read).await?;
-    let mut tokens: Vec<AgentToken> =
-        query_all_as(state.store.as_ref(), keys::agent_tokens(&pool.org_id, &pool.id)).await?;
+pub async fn list(store: &dyn ItemStore, principal: &Principal, pool_id: &str) -> Result<Vec<AgentToken>> {
+    let (pool, _) = pools::get(store, principal, pool_id, Permission::Read).await?;
+    let mut tokens: Vec<AgentToken> = query_all_as(store, keys::agent_tokens(&pool.org_id, &pool.id)).await?;
     tokens.sort_by(|a, b| a.created_at.cmp(&b.created_at));
     Ok(tokens)
 }
 
 /// A token by id, if the principal holds `permission` in its organization.
-pub async fn get(state: &AppState, principal: &Principal, id: &str, permission: Permission) -> Result<AgentToken> {
-    let token: AgentToken = pointer::resolve(state.store.as_ref(), id).await?.ok_or(AgentsError::NotFound)?;
+pub async fn get(store: &dyn ItemStore, principal: &Principal, id: &str, permission: Permission) -> Result<AgentToken> {
+    let token: AgentToken = pointer::resolve(store, id).await?.ok_or(AgentsError::NotFound)?;
     access::require(principal, &token.org_id, permission)?;
     Ok(token)
 }
 
-pub async fn delete(state: &AppState, principal: &Principal, id: &str) -> Result<()> {
-    let token = get(state, principal, id, Permission::ManageAgentPools).await?;
-    Ok(state.store.transact(token.removal()).await?)
+pub async fn delete(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<()> {
+    let token = get(store, principal, id, Permission::ManageAgentPools).await?;
+    Ok(store.transact(token.removal()).await?)
 }
 
 /// Records that an agent used the token (best effort: the request it came with goes on).
-pub(super) async fn touch(state: &AppState, grant: &AgentGrant) {
+pub(super) async fn touch(store: &dyn ItemStore, grant: &AgentGrant) {
     let key = keys::agent_token(&grant.org_id, &grant.pool_id, &grant.token_id);
     let now = timestamp(chrono::Utc::now());
-    if let Err(e) = state.store.update(&key, vec![UpdateOp::set("last_used_at", now)], Condition::Exists).await {
+    if let Err(e) = store.update(&key, vec![UpdateOp::set("last_used_at", now)], Condition::Exists).await {
         tracing::warn!(token = %grant.token_id, error = %e, "last-used-at not recorded");
     }
 }

@@ -15,8 +15,8 @@ use axum::Router;
 use serde::Deserialize;
 
 use crate::api::ApiError;
-use crate::errors::Kind;
 use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
+use crate::errors::Kind;
 
 #[derive(Debug, Deserialize)]
 struct Signed {
@@ -97,9 +97,7 @@ async fn upload(
 fn blob_error(e: BlobError) -> ApiError {
     match e {
         BlobError::NotFound => ApiError::not_found(),
-        BlobError::TooLarge { .. } => {
-            ApiError::new(Kind::TooLarge, "payload too large", format!("The {e}."))
-        }
+        BlobError::TooLarge { .. } => ApiError::new(Kind::TooLarge, "payload too large", format!("The {e}.")),
         BlobError::Interrupted(_) => ApiError::bad_request(e.to_string()),
         BlobError::AlreadyStored => {
             ApiError::conflict("This upload link has been used: its version already has an archive.")

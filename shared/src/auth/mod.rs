@@ -17,7 +17,9 @@ use crate::ids::{random_token, ID_CHARS, ORGANIZATION_PREFIX};
 use crate::state::AppState;
 use std::sync::Arc;
 
-use crate::store::{keys, retry_on_race, Condition, Item, ItemStore, Key, ReadAhead, Store, StoreError, Write};
+use crate::store::{
+    keys, retry_on_race, Condition, Item, ItemStore, Key, ReadAhead, Store, StoreError, Transaction, Write,
+};
 
 /// The `token_id` of the site-admin token.
 const SITE_ADMIN_TOKEN_ID: &str = "site-admin";
@@ -208,16 +210,16 @@ pub async fn install_admin_token(store: &dyn ItemStore, secret: &str) -> Result<
             None => (Condition::NotExists, 1),
         };
         let installed = Installed { hash: hash.clone(), revision };
-        let mut writes = vec![
-            Write::Put { item: Item::from_value(keys::site_admin_bootstrap(), &installed)?, condition },
-            Write::Put { item: token.to_item()?, condition: Condition::Always },
-        ];
+        let mut transaction = Transaction::new();
+        let record = Item::from_value(keys::site_admin_bootstrap(), &installed)?;
+        let record_unchanged = transaction.add(Write::Put { item: record, condition });
+        transaction.add(Write::Put { item: token.to_item()?, condition: Condition::Always });
         if let Some(previous) = &previous {
             let key = keys::token(&previous.hash);
-            writes.push(Write::Delete { key, condition: Condition::Always });
+            transaction.add(Write::Delete { key, condition: Condition::Always });
         }
-        match store.transact(writes).await {
-            Err(e) if e.failed_write() == Some(0) => Ok(None),
+        match transaction.commit(store).await {
+            Err(e) if e.failed_on(record_unchanged) => Ok(None),
             other => other.map(|()| Some(AdminInstall::Installed)),
         }
     })

@@ -91,14 +91,16 @@ pub async fn issue(
                 .map_err(BrokerError::invalid)?;
             let (document, policy_arns) = with_group_policies(&cloud, role).await?;
             let creds = cloud.assume_role(&arn, &session, document.as_deref(), &policy_arns, ttl).await?;
-            sts_leased(state, mount, name, caller, sts_issued(mount, name, endpoint, &creds, ttl, true)).await
+            sts_leased(state.store.as_ref(), mount, name, caller, sts_issued(mount, name, endpoint, &creds, ttl, true))
+                .await
         }
         CredentialType::FederationToken => {
             let ttl = sts_ttl(role, kind, requested)?;
             let user = username(&root, UserKind::Sts, display_name, name)?;
             let (document, policy_arns) = with_group_policies(&cloud, role).await?;
             let creds = cloud.get_federation_token(&user, document.as_deref(), &policy_arns, ttl).await?;
-            sts_leased(state, mount, name, caller, sts_issued(mount, name, endpoint, &creds, ttl, false)).await
+            sts_leased(state.store.as_ref(), mount, name, caller, sts_issued(mount, name, endpoint, &creds, ttl, false))
+                .await
         }
         CredentialType::SessionToken => {
             let ttl = sts_ttl(role, kind, requested)?;
@@ -106,7 +108,8 @@ pub async fn issue(
                 return Err(BrokerError::invalid(format!("role {name} requires mfa_code")));
             }
             let creds = cloud.get_session_token(ttl, role.mfa_serial_number.as_deref(), mfa_code.as_deref()).await?;
-            sts_leased(state, mount, name, caller, sts_issued(mount, name, endpoint, &creds, ttl, false)).await
+            sts_leased(state.store.as_ref(), mount, name, caller, sts_issued(mount, name, endpoint, &creds, ttl, false))
+                .await
         }
     }
 }
@@ -256,7 +259,7 @@ fn sts_issued(
 /// Leases STS credentials to the caller's token, as Vault keeps a lease for them: lookup finds
 /// it, and revoking it (or the token) removes the record; AWS cannot revoke the credentials.
 async fn sts_leased(
-    state: &AppState,
+    store: &dyn ItemStore,
     mount: &Mount,
     role: &str,
     caller: &ServiceToken,
@@ -265,7 +268,7 @@ async fn sts_leased(
     let holder =
         leases::Holder { accessor: &caller.accessor, expire_at: caller.expire_at, standing: caller.standing() };
     let ttl = Duration::from_secs(issued.lease_duration);
-    leases::create_sts(state.store.as_ref(), mount, role, &issued.lease_id, ttl, holder).await?;
+    leases::create_sts(store, mount, role, &issued.lease_id, ttl, holder).await?;
     Ok(issued)
 }
 

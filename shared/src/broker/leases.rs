@@ -25,7 +25,7 @@ use super::intents;
 use super::mounts::{self, Mount};
 use crate::aws::{Deletion, SharedCloud};
 use crate::state::AppState;
-use crate::store::{keys, query_all, schedule, Condition, Index, Item, ItemStore, UpdateOp, Write};
+use crate::store::{keys, query_all, schedule, Condition, Index, Item, ItemStore, Transaction, UpdateOp, Write};
 
 const EXPIRY_PARTITION: &str = keys::LEASE_EXPIRY_SCHEDULE;
 
@@ -91,10 +91,13 @@ pub async fn create(
 ) -> Result<Lease> {
     let id = format!("{}/creds/{role}/{}", mount.path, crate::ids::random_token(24));
     let lease = issued(mount, role, id, user, ttl, &holder, false);
-    let writes = vec![Write::Put { item: item(&lease)?, condition: Condition::NotExists }, holder.standing, settled];
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(1) => Err(BrokerError::PermissionDenied),
-        Err(e) if e.failed_write() == Some(2) => {
+    let mut transaction = Transaction::new();
+    transaction.add(Write::Put { item: item(&lease)?, condition: Condition::NotExists });
+    let holder_standing = transaction.add(holder.standing);
+    let intent_unclaimed = transaction.add(settled);
+    match transaction.commit(store).await {
+        Err(e) if e.failed_on(holder_standing) => Err(BrokerError::PermissionDenied),
+        Err(e) if e.failed_on(intent_unclaimed) => {
             Err(BrokerError::Failed(format!("IAM user {user} took too long to create and was rolled back; try again")))
         }
         other => other.map_err(BrokerError::from),
@@ -114,9 +117,11 @@ pub async fn create_sts(
     holder: Holder<'_>,
 ) -> Result<Lease> {
     let lease = issued(mount, role, lease_id.to_owned(), "", ttl, &holder, true);
-    let writes = vec![Write::Put { item: item(&lease)?, condition: Condition::NotExists }, holder.standing];
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(1) => Err(BrokerError::PermissionDenied),
+    let mut transaction = Transaction::new();
+    transaction.add(Write::Put { item: item(&lease)?, condition: Condition::NotExists });
+    let holder_standing = transaction.add(holder.standing);
+    match transaction.commit(store).await {
+        Err(e) if e.failed_on(holder_standing) => Err(BrokerError::PermissionDenied),
         other => other.map_err(BrokerError::from),
     }?;
     Ok(lease)
@@ -167,16 +172,16 @@ async fn revoke_in_run(
     now: i64,
 ) -> Result<()> {
     if lease.sts {
-        return forget(state, mount, lease).await;
+        return forget(state.store.as_ref(), mount, lease).await;
     }
     let cloud = clouds.get(state, mount).await?;
-    revoke_with(state, &cloud, mount, lease, now).await
+    revoke_with(state.store.as_ref(), &cloud, mount, lease, now).await
 }
 
 /// Deletes the lease's user, then the lease. A user IAM does not know counts as gone only once
 /// the lease is older than IAM's consistency window. A revocation that fails is due at once, so
 /// the scheduled job retries it until it succeeds.
-async fn revoke_with(state: &AppState, cloud: &SharedCloud, mount: &Mount, lease: &Lease, now: i64) -> Result<()> {
+async fn revoke_with(store: &dyn ItemStore, cloud: &SharedCloud, mount: &Mount, lease: &Lease, now: i64) -> Result<()> {
     let deleted = match cloud.delete_user(&lease.user).await {
         Ok(Deletion::Deleted) => Ok(()),
         Ok(Deletion::Absent) if now - lease.issued_at >= intents::IAM_CONSISTENCY_WINDOW_SECS => Ok(()),
@@ -187,26 +192,26 @@ async fn revoke_with(state: &AppState, cloud: &SharedCloud, mount: &Mount, lease
         Err(e) => Err(e.into()),
     };
     if let Err(e) = deleted {
-        due_now(state, mount, lease, now).await;
+        due_now(store, mount, lease, now).await;
         return Err(e);
     }
-    forget(state, mount, lease).await
+    forget(store, mount, lease).await
 }
 
 /// Makes a lease due at once, so the scheduled job revokes it (or retries its revocation).
-async fn due_now(state: &AppState, mount: &Mount, lease: &Lease, now: i64) {
+async fn due_now(store: &dyn ItemStore, mount: &Mount, lease: &Lease, now: i64) {
     if lease.expire_at > now {
         let key = keys::mount_lease(&mount.uuid, &lease.id);
         let due_now = vec![UpdateOp::set("expire_at", now), schedule::reschedule(now, &lease.id)];
-        if let Err(store) = state.store.update(&key, due_now, Condition::Exists).await {
-            tracing::warn!(lease = %lease.id, error = %store, "failed revocation not rescheduled");
+        if let Err(e) = store.update(&key, due_now, Condition::Exists).await {
+            tracing::warn!(lease = %lease.id, error = %e, "failed revocation not rescheduled");
         }
     }
 }
 
 /// Removes a lease's record (what revoking STS credentials amounts to).
-async fn forget(state: &AppState, mount: &Mount, lease: &Lease) -> Result<()> {
-    state.store.delete(&keys::mount_lease(&mount.uuid, &lease.id), Condition::Always).await?;
+async fn forget(store: &dyn ItemStore, mount: &Mount, lease: &Lease) -> Result<()> {
+    store.delete(&keys::mount_lease(&mount.uuid, &lease.id), Condition::Always).await?;
     Ok(())
 }
 
@@ -337,18 +342,18 @@ pub async fn revoke_prefix(state: &AppState, prefix: &str, how: Revocation) -> R
     for (at, (mount, lease)) in leases.iter().enumerate() {
         let broken = failed.contains(&mount.uuid);
         if !lease.sts && (attempts == PREFIX_REVOCATIONS_PER_CALL || (broken && how != Revocation::Force)) {
-            due_now(state, mount, lease, now).await;
+            due_now(state.store.as_ref(), mount, lease, now).await;
             done.queued += 1;
             continue;
         }
         let revoked = if lease.sts {
-            forget(state, mount, lease).await
+            forget(state.store.as_ref(), mount, lease).await
         } else if broken {
             Err(BrokerError::Upstream(format!("IAM failed for mount {} earlier in this revocation", mount.path)))
         } else {
             attempts += 1;
             match clouds.get(state, mount).await {
-                Ok(cloud) => revoke_with(state, &cloud, mount, lease, now).await,
+                Ok(cloud) => revoke_with(state.store.as_ref(), &cloud, mount, lease, now).await,
                 Err(e) => Err(e),
             }
         };
@@ -361,12 +366,12 @@ pub async fn revoke_prefix(state: &AppState, prefix: &str, how: Revocation) -> R
             Revocation::Sync => return Err(failed_to_revoke(&lease.id, at + 1, total, e)),
             Revocation::Queued => {
                 tracing::warn!(lease = %lease.id, error = %e, "lease not revoked; the job retries it");
-                due_now(state, mount, lease, now).await;
+                due_now(state.store.as_ref(), mount, lease, now).await;
                 done.queued += 1;
             }
             Revocation::Force => {
                 tracing::warn!(lease = %lease.id, user = %lease.user, error = %e, "lease removed by force; its IAM user is left");
-                forget(state, mount, lease).await?;
+                forget(state.store.as_ref(), mount, lease).await?;
                 done.revoked += 1;
             }
         }
@@ -467,9 +472,9 @@ pub struct Revoker {
 }
 
 impl Revoker {
-    async fn mount(&mut self, state: &AppState, uuid: &str) -> Result<Option<Mount>> {
+    async fn mount(&mut self, store: &dyn ItemStore, uuid: &str) -> Result<Option<Mount>> {
         if self.mounts.is_none() {
-            self.mounts = Some(mounts::all(state.store.as_ref()).await?);
+            self.mounts = Some(mounts::all(store).await?);
         }
         Ok(self.mounts.iter().flatten().find(|m| m.uuid == uuid).cloned())
     }
@@ -484,7 +489,7 @@ impl Revoker {
             let page = store.query(query.clone()).await?;
             for found in page.items {
                 let lease: Lease = found.parse()?;
-                let Some(mount) = self.mount(state, &lease.mount_uuid).await? else {
+                let Some(mount) = self.mount(store, &lease.mount_uuid).await? else {
                     // Its mount is gone, and its users were revoked with it.
                     store.delete(&found.key, Condition::Always).await?;
                     continue;
@@ -494,10 +499,10 @@ impl Revoker {
                 }
                 *budget -= 1;
                 let revoked = if lease.sts {
-                    forget(state, &mount, &lease).await
+                    forget(store, &mount, &lease).await
                 } else {
                     match self.clouds.get(state, &mount).await {
-                        Ok(cloud) => revoke_with(state, &cloud, &mount, &lease, chrono::Utc::now().timestamp()).await,
+                        Ok(cloud) => revoke_with(store, &cloud, &mount, &lease, chrono::Utc::now().timestamp()).await,
                         Err(e) => Err(e),
                     }
                 };

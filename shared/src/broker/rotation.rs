@@ -116,7 +116,7 @@ async fn rotate(
         // its claim is rolled back. Until then the role rotates from the schedule the write sets.
         let Some(mount) = mount.filter(|_| static_claims::expired(state, &role, now)) else { return Ok(false) };
         let cloud = clouds.get(state, mount).await.map_err(fail)?;
-        static_claims::roll_back(state, &cloud, &role).await.map_err(fail)?;
+        static_claims::roll_back(state.store.as_ref(), &cloud, &role).await.map_err(fail)?;
         return Ok(false);
     }
     // A user the deployment no longer allows gets no new key; the role stays, moved on a
@@ -138,7 +138,7 @@ async fn rotate(
     let mut role = role;
     if role.claim.is_some() {
         // A rotation that died after `CreateAccessKey`: the key nobody holds goes first.
-        static_claims::roll_back(state, &cloud, &role).await.map_err(fail)?;
+        static_claims::roll_back(state.store.as_ref(), &cloud, &role).await.map_err(fail)?;
         match statics::load(state.store.as_ref(), mount, &name).await.map_err(fail)? {
             Some(fresh) if fresh.claim.is_none() && !fresh.is_being_written() => role = fresh,
             _ => return Ok(false),

@@ -12,7 +12,7 @@ use super::mounts::Mount;
 use super::statics::{self, StaticRole};
 use crate::aws::{self, SharedCloud};
 use crate::state::AppState;
-use crate::store::{keys, query_all, Condition, Item};
+use crate::store::{keys, query_all, Condition, Item, ItemStore};
 
 /// What a role's `sealed_secret_key` holds while a write that claimed it makes its key: what
 /// that write's store of the key is conditioned on.
@@ -75,7 +75,7 @@ pub async fn settle(
     if !expired(state, role, chrono::Utc::now().timestamp()) {
         return Err(being_written(&role.name));
     }
-    roll_back(state, cloud, role).await?;
+    roll_back(state.store.as_ref(), cloud, role).await?;
     statics::load(state.store.as_ref(), mount, &role.name).await
 }
 
@@ -83,7 +83,7 @@ pub async fn settle(
 /// claim that the user did not hold before it and no static role of the mount holds (the key
 /// whose answer was lost), then, for a write, puts back the role it replaced (or removes it),
 /// and for a rotation clears the claim. A claim settled meanwhile is left as it is.
-pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
+pub async fn roll_back(store: &dyn ItemStore, cloud: &SharedCloud, role: &StaticRole) -> Result<()> {
     let writing = role.is_being_written();
     let Some(claim) = &role.claim else {
         tracing::warn!(
@@ -91,7 +91,7 @@ pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole)
             user = %role.username,
             "a static-role write left unfinished by an earlier version recorded no keys: check the user's keys in IAM"
         );
-        put_back(state, role, Condition::equals("sealed_secret_key", role.sealed_secret_key.clone())).await?;
+        put_back(store, role, Condition::equals("sealed_secret_key", role.sealed_secret_key.clone())).await?;
         return Ok(());
     };
     // A write's marker goes first, so the write cannot store a key deleted below.
@@ -102,7 +102,7 @@ pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole)
                 ..role.clone()
             };
             let claimed = Condition::equals("sealed_secret_key", role.sealed_secret_key.clone());
-            match state.store.put(statics::item(&rolling)?, claimed).await {
+            match store.put(statics::item(&rolling)?, claimed).await {
                 Err(e) if e.is_condition_failed() => return Ok(()),
                 other => other?,
             }
@@ -110,14 +110,14 @@ pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole)
         }
         false => role.clone(),
     };
-    delete_strays(state, cloud, &current, claim).await?;
+    delete_strays(store, cloud, &current, claim).await?;
     let unchanged = Condition::equals("sealed_secret_key", current.sealed_secret_key.clone());
     let settled = match writing {
-        true => put_back(state, &current, unchanged).await?,
+        true => put_back(store, &current, unchanged).await?,
         false => {
             let cleared = StaticRole { claim: None, ..current.clone() };
             let unchanged = unchanged.and(Condition::equals("next_rotation", current.next_rotation));
-            match state.store.put(statics::item(&cleared)?, unchanged).await {
+            match store.put(statics::item(&cleared)?, unchanged).await {
                 Err(e) if e.is_condition_failed() => false,
                 other => other.map(|()| true)?,
             }
@@ -130,8 +130,8 @@ pub async fn roll_back(state: &AppState, cloud: &SharedCloud, role: &StaticRole)
 }
 
 /// Deletes the keys of the role's user that the claim's call may have made and nobody holds.
-async fn delete_strays(state: &AppState, cloud: &SharedCloud, role: &StaticRole, claim: &Claim) -> Result<()> {
-    let held: Vec<String> = query_all(state.store.as_ref(), keys::mount_static_roles(&role.mount_uuid))
+async fn delete_strays(store: &dyn ItemStore, cloud: &SharedCloud, role: &StaticRole, claim: &Claim) -> Result<()> {
+    let held: Vec<String> = query_all(store, keys::mount_static_roles(&role.mount_uuid))
         .await?
         .iter()
         .map(Item::parse::<StaticRole>)
@@ -161,11 +161,11 @@ async fn delete_strays(state: &AppState, cloud: &SharedCloud, role: &StaticRole,
 
 /// Puts back what a claimed role replaced (or removes the role), on `condition`; false when the
 /// condition failed (the claim was settled meanwhile).
-pub async fn put_back(state: &AppState, role: &StaticRole, condition: Condition) -> Result<bool> {
+pub async fn put_back(store: &dyn ItemStore, role: &StaticRole, condition: Condition) -> Result<bool> {
     let replaced = role.claim.as_ref().and_then(|claim| claim.replaced.as_deref());
     let written = match replaced {
-        Some(previous) => state.store.put(statics::item(previous)?, condition).await,
-        None => state.store.delete(&keys::mount_static_role(&role.mount_uuid, &role.name), condition).await.map(drop),
+        Some(previous) => store.put(statics::item(previous)?, condition).await,
+        None => store.delete(&keys::mount_static_role(&role.mount_uuid, &role.name), condition).await.map(drop),
     };
     match written {
         Err(e) if e.is_condition_failed() => Ok(false),

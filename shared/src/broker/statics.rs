@@ -322,7 +322,7 @@ async fn with_new_key(
         Err(e) => Err(e),
     };
     if let Err(e) = stored {
-        if let Err(restore) = claims::put_back(state, &role, claimed).await {
+        if let Err(restore) = claims::put_back(state.store.as_ref(), &role, claimed).await {
             tracing::warn!(role = %name, error = %restore, "a static role's claim could not be undone; the job rolls it back");
         }
         return Err(e);

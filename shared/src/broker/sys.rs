@@ -13,6 +13,7 @@ use super::http::{is_list, Caller, VaultBody, VaultPath, VaultResponse};
 use super::request::Operation;
 use super::{leases, mounts, policies};
 use crate::state::AppState;
+use crate::store::ItemStore;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -47,14 +48,14 @@ async fn show_mount(
 ) -> Result<VaultResponse> {
     authorize(&state, &caller, &checked, "read").await?;
     let path = mounts::normalize(&path)?;
-    let mount = mounted(&state, &path).await?.ok_or(BrokerError::NotFound)?;
+    let mount = mounted(state.store.as_ref(), &path).await?.ok_or(BrokerError::NotFound)?;
     Ok(VaultResponse::data(mounts::describe(&mount)))
 }
 
 /// The mount at exactly `path`, if any (a path no mount may have holds none).
-async fn mounted(state: &AppState, path: &str) -> Result<Option<mounts::Mount>> {
+async fn mounted(store: &dyn ItemStore, path: &str) -> Result<Option<mounts::Mount>> {
     let Ok(path) = mounts::normalize(path) else { return Ok(None) };
-    Ok(mounts::all(state.store.as_ref()).await?.into_iter().find(|m| m.path == path))
+    Ok(mounts::all(store).await?.into_iter().find(|m| m.path == path))
 }
 
 #[derive(Deserialize)]
@@ -72,7 +73,7 @@ async fn create_mount(
     Path(path): Path<String>,
     body: VaultBody,
 ) -> Result<StatusCode> {
-    let exists = mounted(&state, &path).await?.is_some();
+    let exists = mounted(state.store.as_ref(), &path).await?.is_some();
     authorize(&state, &caller, &checked, Operation::write(exists).capability()).await?;
     let request: MountRequest = serde_json::from_value(Value::Object(body.object()?))
         .map_err(|e| BrokerError::invalid(format!("invalid mount request: {e}")))?;

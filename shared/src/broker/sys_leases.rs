@@ -16,6 +16,7 @@ use super::http::{is_list, Caller, VaultBody, VaultPath, VaultResponse};
 use super::leases::Revocation;
 use super::{duration, http, leases, policies};
 use crate::state::AppState;
+use crate::store::ItemStore;
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
@@ -138,7 +139,7 @@ async fn list_prefix(
     RawQuery(query): RawQuery,
     Path(prefix): Path<String>,
 ) -> Result<Response> {
-    list(&state, &caller, &checked, query.as_deref(), &prefix).await
+    list(state.store.as_ref(), &caller, &checked, query.as_deref(), &prefix).await
 }
 
 /// `LIST sys/leases/lookup/`: the first level of every lease id (the mounts holding leases).
@@ -148,15 +149,21 @@ async fn list_all(
     VaultPath(checked): VaultPath,
     RawQuery(query): RawQuery,
 ) -> Result<Response> {
-    list(&state, &caller, &checked, query.as_deref(), "").await
+    list(state.store.as_ref(), &caller, &checked, query.as_deref(), "").await
 }
 
 /// A LIST is checked on the path with a trailing slash, as Vault checks one; a GET that is not a
 /// LIST has no operation here.
-async fn list(state: &AppState, caller: &Caller, checked: &str, query: Option<&str>, prefix: &str) -> Result<Response> {
+async fn list(
+    store: &dyn ItemStore,
+    caller: &Caller,
+    checked: &str,
+    query: Option<&str>,
+    prefix: &str,
+) -> Result<Response> {
     if !is_list(query) {
         return Err(BrokerError::MethodNotAllowed);
     }
-    policies::require_sudo(state.store.as_ref(), &caller.0, &format!("{checked}/"), "list").await?;
-    Ok(VaultResponse::keys(leases::list_prefix(state.store.as_ref(), prefix).await?)?.into_response())
+    policies::require_sudo(store, &caller.0, &format!("{checked}/"), "list").await?;
+    Ok(VaultResponse::keys(leases::list_prefix(store, prefix).await?)?.into_response())
 }

@@ -45,7 +45,7 @@ async fn create(
     body: VaultBody,
 ) -> Result<VaultResponse> {
     let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, &path, None, &body.object()?).await?;
-    Ok(VaultResponse::auth(tokens::auth(&secret, &token, token.creation_time)))
+    Ok(VaultResponse::auth(tokens::auth_block(&secret, &token, token.creation_time)))
 }
 
 async fn create_with_role(
@@ -57,7 +57,7 @@ async fn create_with_role(
 ) -> Result<VaultResponse> {
     let body = body.object()?;
     let (secret, token) = tokens::create(state.store.as_ref(), &caller.0, &path, Some(&role), &body).await?;
-    Ok(VaultResponse::auth(tokens::auth(&secret, &token, token.creation_time)))
+    Ok(VaultResponse::auth(tokens::auth_block(&secret, &token, token.creation_time)))
 }
 
 /// `lookup-self`: the caller's token, `id` included however it was presented. A GET needs
@@ -72,7 +72,7 @@ async fn lookup_self(
     let capability = if method == axum::http::Method::GET { "read" } else { "update" };
     authorize(&state, &caller, &path, capability).await?;
     let secret = http::presented(&headers).unwrap_or_default();
-    Ok(VaultResponse::data(tokens::lookup(secret, &caller.0)))
+    Ok(VaultResponse::data(tokens::lookup_data(secret, &caller.0)))
 }
 
 /// `lookup` (a `token`, else the caller's own) and `lookup-accessor` (an `accessor`); a GET
@@ -126,7 +126,7 @@ async fn renew(
     };
     let now = chrono::Utc::now().timestamp();
     let (shown, token) = tokens::renew(state.store.as_ref(), which, increment, now).await?;
-    Ok(VaultResponse::auth(tokens::auth(&shown, &token, now)))
+    Ok(VaultResponse::auth(tokens::auth_block(&shown, &token, now)))
 }
 
 async fn revoke_self(State(state): State<AppState>, caller: Caller) -> Result<StatusCode> {

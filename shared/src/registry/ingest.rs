@@ -13,14 +13,14 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::error::{RegistryError, Result};
-use super::modules::modify;
+use super::modules::{modify_or_refused, Refused};
 use super::status::{FAILED, OK, PENDING};
 use super::version_index;
 use super::versions::{ModuleVersion, PendingUpload, UPLOAD_LINK_VALIDITY};
 use crate::archive::{self, ArchiveError, ArchiveSummary};
 use crate::blobs::{BlobError, ObjectId, UploadHooks};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item, Write};
+use crate::store::{keys, Condition, Item, ItemStore, Write};
 
 /// How much of a README a version keeps (items must stay well under DynamoDB's 400 KB).
 const README_KEPT: usize = 64 * 1024;
@@ -95,7 +95,7 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
     }
     let archive = inspected.is_ok().then_some(archive);
     let result = inspected.as_ref().map_err(ToString::to_string);
-    let settled = settle(state, object, &upload, &version, result, archive.as_ref()).await;
+    let settled = settle(state.store.as_ref(), object, &upload, &version, result, archive.as_ref()).await;
     if settled.is_err() {
         if let Some(archive) = &archive {
             let _ = state.blobs.delete(archive).await;
@@ -144,7 +144,7 @@ pub async fn resume(state: &AppState) -> Result<()> {
 /// run (an archive the provider would not give).
 pub async fn fail(state: &AppState, object: &ObjectId, reason: &str) -> Result<()> {
     let Some((upload, version)) = pending(state, object).await? else { return Ok(()) };
-    match settle(state, object, &upload, &version, Err(reason.to_owned()), None).await {
+    match settle(state.store.as_ref(), object, &upload, &version, Err(reason.to_owned()), None).await {
         Err(RegistryError::NotFound) | Ok(_) => Ok(()),
         Err(e) => Err(e),
     }
@@ -152,7 +152,7 @@ pub async fn fail(state: &AppState, object: &ObjectId, reason: &str) -> Result<(
 
 /// Moves the version out of `pending` (only if it still is) and records it on its module.
 async fn settle(
-    state: &AppState,
+    store: &dyn ItemStore,
     object: &ObjectId,
     upload: &PendingUpload,
     version: &ModuleVersion,
@@ -186,28 +186,28 @@ async fn settle(
     let index = version_index::key(&settled.org_id, &settled.name, &settled.provider);
     let index_write = version_index::change(index, Some(&version.status_entry()), &settled.status_entry())?;
 
-    modify(state.store.as_ref(), &upload.module, |module| {
+    let settling = modify_or_refused(store, &upload.module, |module, transaction| {
         if settled.status == OK {
             module.status = "setup_complete".into();
         }
         // The module's description is its latest version's, whichever version landed last.
         module.offer(&settled.status_entry(), settled.description());
-        let mut writes = vec![
-            Write::Put { item: version_item.clone(), condition: Condition::equals("status", PENDING) },
-            Write::Delete { key: keys::pending_upload(object.as_str()), condition: Condition::Always },
-            Write::Put { item: status_item.clone(), condition: Condition::Always },
-        ];
-        writes.extend(metadata_item.iter().map(|item| Write::Put { item: item.clone(), condition: Condition::Always }));
-        writes.push(index_write.clone());
-        Ok((writes, ()))
+        let still_pending =
+            transaction.add(Write::Put { item: version_item.clone(), condition: Condition::equals("status", PENDING) });
+        transaction.add(Write::Delete { key: keys::pending_upload(object.as_str()), condition: Condition::Always });
+        transaction.add(Write::Put { item: status_item.clone(), condition: Condition::Always });
+        transaction
+            .extend(metadata_item.iter().map(|item| Write::Put { item: item.clone(), condition: Condition::Always }));
+        transaction.add(index_write.clone());
+        Ok(still_pending)
     })
-    .await
-    .map_err(|e| match e {
+    .await?;
+    match settling {
+        Ok(_) => Ok(outcome),
         // The version was deleted or settled by someone else meanwhile.
-        RegistryError::Store(e) if e.failed_write() == Some(1) => RegistryError::NotFound,
-        other => other,
-    })?;
-    Ok(outcome)
+        Err(Refused { error, named: still_pending }) if error.failed_on(still_pending) => Err(RegistryError::NotFound),
+        Err(refused) => Err(refused.error.into()),
+    }
 }
 
 fn truncate(text: &str, max: usize) -> String {

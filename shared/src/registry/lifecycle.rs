@@ -16,7 +16,7 @@ use crate::auth::{Permission, Principal};
 use crate::config::Edition;
 use crate::ids::new_id;
 use crate::state::AppState;
-use crate::store::{keys, retry_on_race, Condition, ItemStore, Key, Write};
+use crate::store::{keys, retry_on_race, Condition, ItemStore, Key, Transaction, Write};
 
 /// The longest reason or message kept, in characters: a paragraph, shown in `terraform init`'s
 /// warning and beside the version.
@@ -209,10 +209,11 @@ async fn attempt(
     next.lifecycle_revision = version.lifecycle_revision + 1;
     let unchanged =
         Condition::Exists.and(Condition::Below("lifecycle_revision".into(), next.lifecycle_revision as i64));
-    let mut writes = vec![
+    let mut transaction = Transaction::new();
+    transaction.extend([
         Write::Put { item: next.to_item()?, condition: unchanged },
         Write::Put { item: next.status_item()?, condition: Condition::Exists },
-    ];
+    ]);
     if let Some(mut module) = module.filter(|_| next.revocation != version.revocation) {
         let mut all = statuses(store, &module).await?;
         if let Some(entry) = all.iter_mut().find(|entry| entry.version == next.version) {
@@ -235,11 +236,11 @@ async fn attempt(
         }
         let revision = module.revision;
         module.revision += 1;
-        writes.push(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
+        transaction.add(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
     }
     let index = version_index::key(&next.org_id, &next.name, &next.provider);
-    writes.push(version_index::change(index, Some(&version.status_entry()), &next.status_entry())?);
-    match version_index::transact(store, writes).await {
+    transaction.add(version_index::change(index, Some(&version.status_entry()), &next.status_entry())?);
+    match version_index::transact(store, transaction).await {
         Ok(()) => Ok(Some(next)),
         Err(e) if e.is_condition_failed() => Ok(None),
         Err(e) => Err(e.into()),

@@ -12,7 +12,7 @@ use crate::api::Field;
 use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item, UpdateOp, Write};
+use crate::store::{keys, Condition, Item, Transaction, UpdateOp, Write};
 
 /// The failed version `version` of a private module the principal manages, with its module.
 pub async fn accept(
@@ -55,21 +55,21 @@ pub async fn reopen(
     version.updated_at = crate::api::timestamp(chrono::Utc::now());
     let bump = vec![UpdateOp::Add("revision".into(), 1), UpdateOp::set("updated_at", version.updated_at.clone())];
     let pending = PendingUpload { module: module.key(), version: version.key() };
-    let mut writes = vec![
-        Write::Update { key: module.key(), ops: bump, condition: Condition::Exists },
-        Write::Put { item: version.to_item()?, condition: Condition::equals("status", FAILED) },
-        Write::Put { item: version.status_item()?, condition: Condition::Always },
-        Write::Put {
-            item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?,
-            condition: Condition::NotExists,
-        },
-    ];
-    writes.extend(extra);
-    writes.push(version_index::change(module.version_index_key(), Some(&before), &version.status_entry())?);
-    match version_index::transact(state.store.as_ref(), writes).await {
+    let mut transaction = Transaction::new();
+    let module_exists = transaction.add(Write::Update { key: module.key(), ops: bump, condition: Condition::Exists });
+    let still_failed =
+        transaction.add(Write::Put { item: version.to_item()?, condition: Condition::equals("status", FAILED) });
+    transaction.add(Write::Put { item: version.status_item()?, condition: Condition::Always });
+    transaction.add(Write::Put {
+        item: Item::from_value(keys::pending_upload(upload.as_str()), &pending)?,
+        condition: Condition::NotExists,
+    });
+    transaction.extend(extra);
+    transaction.add(version_index::change(module.version_index_key(), Some(&before), &version.status_entry())?);
+    match version_index::transact(state.store.as_ref(), transaction).await {
         Ok(()) => {}
-        Err(e) if e.failed_write() == Some(0) => return Err(RegistryError::NotFound),
-        Err(e) if e.failed_write() == Some(1) => {
+        Err(e) if e.failed_on(module_exists) => return Err(RegistryError::NotFound),
+        Err(e) if e.failed_on(still_failed) => {
             return Err(RegistryError::Conflict(format!(
                 "version {} is no longer failed: another retry or a delete came first",
                 version.version

@@ -132,7 +132,7 @@ async fn list_modules(
     listing: Listing,
 ) -> Result<Document> {
     let filter = filter(&listing.params)?;
-    let (list, total, org) = modules::list(&state, &principal, &org, &filter, &listing.page).await?;
+    let (list, total, org) = modules::list(state.store.as_ref(), &principal, &org, &filter, &listing.page).await?;
     let resources = list.iter().map(|module| render::module(module, &org, &principal)).collect();
     Ok(Document::page(resources, &listing.envelope(total)))
 }

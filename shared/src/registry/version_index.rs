@@ -13,7 +13,7 @@
 
 use super::error::Result;
 use super::status::{precedence, VersionStatus};
-use crate::store::{collection_index, keys, Item, ItemStore, Key, StoreError, Write};
+use crate::store::{collection_index, keys, Item, ItemStore, Key, StoreError, Transaction, Write};
 
 /// Each entry is the attribute `v#<precedence>`.
 const ENTRY_PREFIX: &str = "v#";
@@ -38,10 +38,10 @@ pub(super) fn removal(index: Key, before: &VersionStatus) -> Write {
     collection_index::removal(index, entry_name(&before.version), before)
 }
 
-/// Commits `writes`, an index's share among them, as one transaction (see
-/// [`collection_index::transact`] for what happens past the budget).
-pub(super) async fn transact(store: &dyn ItemStore, writes: Vec<Write>) -> std::result::Result<(), StoreError> {
-    collection_index::transact(store, writes).await
+/// Commits `transaction`, an index's share among its writes (see [`collection_index::transact`]
+/// for what happens past the budget; the writes keep their places, so handles still name them).
+pub(super) async fn transact(store: &dyn ItemStore, transaction: Transaction) -> std::result::Result<(), StoreError> {
+    collection_index::transact(store, transaction).await
 }
 
 /// The entries of a complete index, lowest version first in SemVer order; `None` when the index
@@ -93,7 +93,9 @@ mod tests {
         let index = key("org-1", "vpc", "aws");
         store.transact(vec![created("org-1", "vpc", "aws")]).await.unwrap();
         for version in ["1.10.0", "1.2.0", "1.0.0-rc.1", "1.0.0"] {
-            transact(&store, vec![change(index.clone(), None, &entry(version)).unwrap()]).await.unwrap();
+            let mut transaction = Transaction::new();
+            transaction.add(change(index.clone(), None, &entry(version)).unwrap());
+            transact(&store, transaction).await.unwrap();
         }
         let held = entries(store.get(&index).await.unwrap().as_ref()).unwrap().expect("complete");
         let versions: Vec<&str> = held.iter().map(|e| e.version.as_str()).collect();

@@ -18,7 +18,8 @@ use crate::ids::new_id;
 use crate::state::AppState;
 use crate::store::owned::BLOB;
 use crate::store::{
-    keys, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, UpdateOp, Write, MAX_TRANSACTION_WRITES,
+    keys, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Transaction, UpdateOp, Write, Writes,
+    MAX_TRANSACTION_WRITES,
 };
 
 /// How long an upload link stays valid.
@@ -233,22 +234,24 @@ pub(crate) async fn insert_pending(
     extra: Vec<Write>,
 ) -> Result<std::result::Result<(), Taken>> {
     let bump = vec![UpdateOp::Add("revision".into(), 1), UpdateOp::set("updated_at", version.created_at.clone())];
-    let mut writes = vec![
-        Write::Update { key: module.key(), ops: bump, condition: Condition::Exists },
+    let mut transaction = Transaction::new();
+    let module_exists = transaction.add(Write::Update { key: module.key(), ops: bump, condition: Condition::Exists });
+    // The version and its entry (keyed by its precedence): either already there means its place is taken.
+    let version_claim = transaction.extend([
         Write::Put { item: version.to_item()?, condition: Condition::NotExists },
         Write::Put { item: version.status_item()?, condition: Condition::NotExists },
-    ];
+    ]);
     if let Some(upload) = &version.upload {
         let pending = PendingUpload { module: module.key(), version: version.key() };
         let item = Item::from_value(keys::pending_upload(upload), &pending)?;
-        writes.push(Write::Put { item, condition: Condition::NotExists });
+        transaction.add(Write::Put { item, condition: Condition::NotExists });
     }
-    writes.extend(extra);
-    writes.push(version_index::change(module.version_index_key(), None, &version.status_entry())?);
-    match version_index::transact(store, writes).await {
+    transaction.extend(extra);
+    transaction.add(version_index::change(module.version_index_key(), None, &version.status_entry())?);
+    match version_index::transact(store, transaction).await {
         Ok(()) => Ok(Ok(())),
-        Err(e) if e.failed_write() == Some(0) => Err(RegistryError::NotFound),
-        Err(e) if matches!(e.failed_write(), Some(1 | 2)) => {
+        Err(e) if e.failed_on(module_exists) => Err(RegistryError::NotFound),
+        Err(e) if e.failed_on(version_claim) => {
             let holder = store.get(&version.status_key()).await?;
             let existing = match holder {
                 Some(item) => item.parse::<VersionStatus>()?.version,
@@ -361,15 +364,15 @@ pub async fn delete(
         .await?
         .ok_or(RegistryError::NotFound)?
         .parse()?;
-    let gone = version_removal(&version);
-    let (gone, version, module_key) = (&gone, &version, &module_key);
+    let (version, module_key) = (&version, &module_key);
     let removed = retry_on_race(|| async move {
         let mut module = load(store, module_key).await?;
         let others: Vec<VersionStatus> =
             statuses(store, &module).await?.into_iter().filter(|s| s.version != version.version).collect();
-        let mut writes = gone.clone();
-        if others.is_empty() {
-            writes.extend(module.removal_writes());
+        let mut transaction = Transaction::new();
+        let version_there = add_version_removal(&mut transaction, version);
+        let module_unchanged = if others.is_empty() {
+            module.add_removal(&mut transaction)
         } else {
             if module.latest.as_ref().is_some_and(|latest| latest.version == version.version) {
                 module.latest = None;
@@ -383,15 +386,17 @@ pub async fn delete(
             let revision = module.revision;
             module.revision += 1;
             module.updated_at = timestamp(chrono::Utc::now());
-            writes.push(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
+            let module_unchanged = transaction
+                .add(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
             // Not when the module goes too: its removal deletes the index, and a transaction
             // may touch an item once.
-            writes.push(version_index::removal(module.version_index_key(), &version.status_entry()));
-        }
-        match version_index::transact(store, writes).await {
+            transaction.add(version_index::removal(module.version_index_key(), &version.status_entry()));
+            module_unchanged
+        };
+        match version_index::transact(store, transaction).await {
             Ok(()) => Ok(Some(())),
-            Err(e) if e.failed_write() == Some(0) => Err(RegistryError::NotFound),
-            Err(e) if e.failed_write() == Some(gone.len()) => Ok(None),
+            Err(e) if e.failed_on(version_there) => Err(RegistryError::NotFound),
+            Err(e) if e.failed_on(module_unchanged) => Ok(None),
             Err(e) => Err(e.into()),
         }
     })
@@ -401,16 +406,18 @@ pub async fn delete(
     Ok(())
 }
 
-fn version_removal(version: &ModuleVersion) -> Vec<Write> {
-    let mut writes = vec![
-        Write::Delete { key: version.key(), condition: Condition::Exists },
+/// Adds the writes that remove one version to `transaction`. The handle is the version's own
+/// delete, on its being there: it fails when the version is gone already.
+fn add_version_removal(transaction: &mut Transaction, version: &ModuleVersion) -> Writes {
+    let version_there = transaction.add(Write::Delete { key: version.key(), condition: Condition::Exists });
+    transaction.extend([
         Write::Delete { key: version.status_key(), condition: Condition::Always },
         Write::Delete { key: super::metadata::key(version), condition: Condition::Always },
-    ];
-    writes.extend(
+    ]);
+    transaction.extend(
         version.upload.iter().map(|id| Write::Delete { key: keys::pending_upload(id), condition: Condition::Always }),
     );
-    writes
+    version_there
 }
 
 /// Deletes one provider of a module and all its versions. When they fit in one transaction the
@@ -427,23 +434,32 @@ pub(super) async fn remove_provider(state: &AppState, module_key: &Key) -> Resul
         } else {
             Vec::new()
         };
-        let version_writes: Vec<Write> = versions.iter().flat_map(version_removal).collect();
-        let module_writes = module.removal_writes();
-        let (writes, first_module_write) = if version_writes.len() + module_writes.len() <= MAX_TRANSACTION_WRITES {
-            let first_module_write = version_writes.len();
-            (version_writes.into_iter().chain(module_writes).collect(), first_module_write)
+        let mut gone = Transaction::new();
+        for version in &versions {
+            add_version_removal(&mut gone, version);
+        }
+        let version_writes = gone.into_writes();
+        // Only counted here: the module's removal goes last in whichever transaction commits.
+        let mut module_removal = Transaction::new();
+        module.add_removal(&mut module_removal);
+        let mut transaction = Transaction::new();
+        let versions_there = if version_writes.len() + module_removal.len() <= MAX_TRANSACTION_WRITES {
+            Some(transaction.extend(version_writes))
         } else {
             for chunk in version_writes.chunks(MAX_TRANSACTION_WRITES) {
                 let relaxed =
                     chunk.iter().map(|w| Write::Delete { key: w.key().clone(), condition: Condition::Always });
                 store.transact(relaxed.collect()).await?;
             }
-            (module_writes, 0)
+            None
         };
-        match store.transact(writes).await {
+        let module_unchanged = module.add_removal(&mut transaction);
+        match transaction.commit(store).await {
             Ok(()) => Ok(Some(versions)),
             // A version deleted or the module changed meanwhile: read both again.
-            Err(e) if e.failed_write().is_some_and(|write| write <= first_module_write) => Ok(None),
+            Err(e) if versions_there.is_some_and(|there| e.failed_on(there)) || e.failed_on(module_unchanged) => {
+                Ok(None)
+            }
             Err(e) => Err(RegistryError::from(e)),
         }
     })

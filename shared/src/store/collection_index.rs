@@ -19,7 +19,7 @@ use serde::de::{DeserializeOwned, DeserializeSeed, Deserializer, IgnoredAny, Map
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::{Attrs, Condition, Item, ItemStore, Key, StoreError, UpdateOp, Write};
+use super::{Attrs, Condition, Item, ItemStore, Key, StoreError, Transaction, UpdateOp, Write, Writes};
 
 /// The attributes of the index item besides its entries.
 const COMPLETE: &str = "complete";
@@ -61,24 +61,26 @@ pub fn removal<T: Serialize>(index: Key, name: String, before: &T) -> Write {
     Write::Update { key: index, ops, condition: Condition::Always }
 }
 
-/// Commits `writes` as one transaction. When an index's share fails because the index is full
-/// (or already overflowed), the index is read and the transaction committed again with, in that
-/// share's place, the index replaced by a small overflowed marker (its entries dropped, so later
-/// writes stay cheap) or, once it is one, only counted: its reads query the members from then on.
-/// Either is conditional on the index as read, so a racing writer makes it read again.
-pub async fn transact(store: &dyn ItemStore, mut writes: Vec<Write>) -> Result<(), StoreError> {
-    let Some(share) = writes.iter().position(grows_an_index) else {
-        return store.transact(writes).await;
+/// Commits `transaction`. When an index's share fails because the index is full (or already
+/// overflowed), the index is read and the transaction committed again with, in that share's
+/// place, the index replaced by a small overflowed marker (its entries dropped, so later writes
+/// stay cheap) or, once it is one, only counted: its reads query the members from then on.
+/// Either is conditional on the index as read, so a racing writer makes it read again. Every
+/// write keeps its place, so the caller's handles name the same writes in what fails.
+pub async fn transact(store: &dyn ItemStore, mut transaction: Transaction) -> Result<(), StoreError> {
+    let Some(at) = transaction.writes.iter().position(grows_an_index) else {
+        return transaction.commit(store).await;
     };
+    let index_share = Writes { start: at, end: at + 1 };
     let mut attempts = 0;
     loop {
-        match store.transact(writes.clone()).await {
-            Err(e) if e.failed_write() == Some(share) && attempts < 5 => {
+        match transaction.clone().commit(store).await {
+            Err(e) if e.failed_on(index_share) && attempts < 5 => {
                 attempts += 1;
-                let key = writes[share].key().clone();
+                let key = transaction.writes[at].key().clone();
                 let index = store.get(&key).await?;
                 let attrs = index.as_ref().map(Item::attrs).transpose()?;
-                writes[share] = overflowed(key, attrs.as_deref());
+                transaction.replace(index_share, overflowed(key, attrs.as_deref()));
             }
             other => return other,
         }
@@ -259,19 +261,19 @@ mod tests {
         let big = 20 * 1024;
         let fitting = (BUDGET / (big as i64 + 40)) as u32;
         for n in 0..fitting {
-            transact(&store, vec![set(n, big)]).await.unwrap();
+            transact(&store, vec![set(n, big)].into()).await.unwrap();
         }
         assert_eq!(held(&store).await.expect("still complete").len(), fitting as usize);
 
-        transact(&store, vec![set(99, big)]).await.expect("the write itself succeeds");
+        transact(&store, vec![set(99, big)].into()).await.expect("the write itself succeeds");
         let marker = index(&store).await;
         assert_eq!(held(&store).await, None, "overflowed: reads query instead");
         assert!(marker.unwrap().attrs().unwrap().len() <= 3, "the entries are dropped, so later writes stay cheap");
         // Later writes, growing or shrinking, still succeed, and leave it overflowed and small.
-        transact(&store, vec![set(100, 10)]).await.unwrap();
+        transact(&store, vec![set(100, 10)].into()).await.unwrap();
         let (name, value) = entry(0, big);
-        transact(&store, vec![removal(key(), name, &value)]).await.unwrap();
-        transact(&store, vec![set(101, 10)]).await.unwrap();
+        transact(&store, vec![removal(key(), name, &value)].into()).await.unwrap();
+        transact(&store, vec![set(101, 10)].into()).await.unwrap();
         let marker = index(&store).await;
         assert_eq!(held(&store).await, None);
         assert_eq!(
@@ -286,7 +288,7 @@ mod tests {
         let (_dir, store) = store();
         // An index that predates the collection's last write: absent, as for owners stored before it.
         let seen = index(&store).await;
-        transact(&store, vec![set(2, 1)]).await.unwrap();
+        transact(&store, vec![set(2, 1)].into()).await.unwrap();
         assert_eq!(held(&store).await, None, "a write alone does not complete it");
         repair(&store, key(), seen.as_ref(), vec![entry(1, 1)]).await;
         assert_eq!(held(&store).await, None, "the stale repair lost");
@@ -295,7 +297,7 @@ mod tests {
         repair(&store, key(), seen.as_ref(), vec![entry(1, 1), entry(2, 1)]).await;
         assert_eq!(held(&store).await.expect("repaired").len(), 2);
         let (name, value) = entry(1, 1);
-        transact(&store, vec![removal(key(), name, &value)]).await.unwrap();
+        transact(&store, vec![removal(key(), name, &value)].into()).await.unwrap();
         assert_eq!(held(&store).await.expect("still complete").len(), 1);
     }
 

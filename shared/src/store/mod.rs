@@ -14,6 +14,7 @@ mod race;
 pub mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
+mod transaction;
 /// Fair work queues: one turn per organization, leases, backoff, bounded runs.
 pub mod work_queue;
 
@@ -32,6 +33,7 @@ pub use dynamo::DynamoStore;
 pub use race::{retry_on_race, RACE_ATTEMPTS};
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
+pub use transaction::{Transaction, Writes};
 
 /// The attributes of an item, as a JSON object (numbers, strings, booleans, nulls, lists, maps).
 pub type Attrs = Map<String, Value>;
@@ -407,20 +409,14 @@ impl StoreError {
         match self {
             StoreError::Throttled => Kind::Unavailable,
             StoreError::InvalidCursor => Kind::BadRequest,
-            StoreError::ConditionFailed { .. } | StoreError::TooManyWrites(_) | StoreError::Backend(_) => Kind::Internal,
+            StoreError::ConditionFailed { .. } | StoreError::TooManyWrites(_) | StoreError::Backend(_) => {
+                Kind::Internal
+            }
         }
     }
 
     pub fn is_condition_failed(&self) -> bool {
         matches!(self, StoreError::ConditionFailed { .. })
-    }
-
-    /// The index of the transaction write whose condition failed, if that is what happened.
-    pub fn failed_write(&self) -> Option<usize> {
-        match self {
-            StoreError::ConditionFailed { write } => *write,
-            _ => None,
-        }
     }
 }
 

@@ -47,7 +47,9 @@ use std::time::Duration;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use super::{now_epoch, schedule, Condition, Index, Item, ItemStore, Key, Query, StoreError, UpdateOp, Write};
+use super::{
+    now_epoch, schedule, Condition, Index, Item, ItemStore, Key, Query, StoreError, Transaction, UpdateOp, Write,
+};
 
 /// How a queue retries and bounds its pieces of work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,13 +324,15 @@ async fn admit<W: Payload>(store: &dyn ItemStore, now: i64) -> Result<(), StoreE
             task.id = crate::ids::random_token(20);
         }
         let still_in_inbox = Condition::equals(Index::Gsi1.key_attrs().0, queue.inbox);
-        let mut writes = vec![Write::Put { item: task.queued(item.key.clone())?, condition: still_in_inbox }];
+        let mut transaction = Transaction::new();
+        let still_waiting =
+            transaction.add(Write::Put { item: task.queued(item.key.clone())?, condition: still_in_inbox });
         if turned.insert(task.work.org_id().to_owned()) {
-            writes.push(turn_at::<W>(task.work.org_id(), now)?);
+            transaction.add(turn_at::<W>(task.work.org_id(), now)?);
         }
-        match store.transact(writes).await {
+        match transaction.commit(store).await {
             // Another run moved it first.
-            Err(e) if e.failed_write() == Some(0) => {}
+            Err(e) if e.failed_on(still_waiting) => {}
             other => other?,
         }
     }
@@ -567,8 +571,10 @@ mod tests {
         async fn work_from_the_inbox_is_admitted_retried_after_its_backoff_and_given_up() {
             let (_dir, store) = open();
             store.transact(vec![inbox_write("once", job("acme", "bad", true)).unwrap()]).await.unwrap();
-            let again = store.transact(vec![inbox_write("once", job("acme", "bad", true)).unwrap()]).await;
-            assert_eq!(again.unwrap_err().failed_write(), Some(0), "one piece per id waits");
+            let mut again = Transaction::new();
+            let second_piece = again.add(inbox_write("once", job("acme", "bad", true)).unwrap());
+            let refused = again.commit(&store).await.unwrap_err();
+            assert!(refused.failed_on(second_piece), "one piece per id waits: {refused}");
             let worker = Recorder::default();
             let now = now_epoch() + 10;
             assert_eq!(run(&store, &worker, now, RunBounds::default()).await.unwrap(), 0);

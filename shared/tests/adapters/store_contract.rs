@@ -10,7 +10,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::http::header::{CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
 use hangar::store::{
-    query_all, Condition, Cursor, DynamoStore, Index, Item, Key, Query, SqliteStore, Store, StoreError, UpdateOp, Write,
+    query_all, Condition, Cursor, DynamoStore, Index, Item, Key, Query, SqliteStore, Store, StoreError, Transaction,
+    UpdateOp, Write,
 };
 use serde_json::{json, Value};
 
@@ -526,25 +527,24 @@ async fn concurrent_unique_claims(store: Store) {
         .map(|i| {
             let store = store.clone();
             tokio::spawn(async move {
-                let writes = vec![
-                    Write::Put {
-                        item: item("NAME#taken", "NAME", json!({"owner": i})),
-                        condition: Condition::NotExists,
-                    },
-                    Write::Put {
-                        item: item(&format!("USER#{i}"), "USER", json!({"name": "taken"})),
-                        condition: Condition::NotExists,
-                    },
-                ];
-                store.transact(writes).await
+                let mut transaction = Transaction::new();
+                let name_claim = transaction.add(Write::Put {
+                    item: item("NAME#taken", "NAME", json!({"owner": i})),
+                    condition: Condition::NotExists,
+                });
+                transaction.add(Write::Put {
+                    item: item(&format!("USER#{i}"), "USER", json!({"name": "taken"})),
+                    condition: Condition::NotExists,
+                });
+                (name_claim, transaction.commit(store.as_ref()).await)
             })
         })
         .collect();
     let mut winners = Vec::new();
     for (i, task) in tasks.into_iter().enumerate() {
         match task.await.unwrap() {
-            Ok(()) => winners.push(i),
-            Err(e) => assert_eq!(e.failed_write(), Some(0), "{e}"),
+            (_, Ok(())) => winners.push(i),
+            (name_claim, Err(e)) => assert!(e.failed_on(name_claim), "the name claim failed: {e}"),
         }
     }
     assert_eq!(winners.len(), 1, "exactly one claim wins");

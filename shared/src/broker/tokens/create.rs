@@ -12,7 +12,7 @@ use crate::auth::hash_secret;
 use crate::broker::error::{BrokerError, Result};
 use crate::broker::http::flag;
 use crate::broker::{duration, policies};
-use crate::store::{Condition, ItemStore, Write};
+use crate::store::{Condition, ItemStore, Transaction, Write};
 
 /// Bounds on `meta`, which the token carries on every request: Hangar's, Vault sets none.
 const MAX_META_ENTRIES: usize = 64;
@@ -50,16 +50,13 @@ pub async fn create(
     let now = chrono::Utc::now().timestamp();
     let (secret, token) = request.token(caller, &path, role.as_ref(), sudo, now)?;
 
-    let mut writes = vec![
-        Write::Put { item: token.to_item()?, condition: Condition::NotExists },
-        Write::Put { item: token.pointer()?, condition: Condition::NotExists },
-    ];
-    if !token.is_orphan() {
-        writes.push(caller.standing());
-    }
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(2) => Err(BrokerError::PermissionDenied),
-        Err(e) if e.failed_write() == Some(0) => Err(BrokerError::invalid("cannot create a token with a duplicate ID")),
+    let mut transaction = Transaction::new();
+    let token_absent = transaction.add(Write::Put { item: token.to_item()?, condition: Condition::NotExists });
+    transaction.add(Write::Put { item: token.pointer()?, condition: Condition::NotExists });
+    let parent_standing = (!token.is_orphan()).then(|| transaction.add(caller.standing()));
+    match transaction.commit(store).await {
+        Err(e) if parent_standing.is_some_and(|standing| e.failed_on(standing)) => Err(BrokerError::PermissionDenied),
+        Err(e) if e.failed_on(token_absent) => Err(BrokerError::invalid("cannot create a token with a duplicate ID")),
         other => other.map_err(BrokerError::from),
     }?;
     Ok((secret, token))

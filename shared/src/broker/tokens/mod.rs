@@ -308,7 +308,7 @@ async fn by_accessor(store: &dyn ItemStore, accessor: &str) -> Result<Option<Ser
 
 /// `auth` of a token's creation or renewal; `secret` is empty where Vault shows none
 /// (`renew-accessor`).
-pub fn auth(secret: &str, token: &ServiceToken, now: i64) -> Value {
+pub fn auth_block(secret: &str, token: &ServiceToken, now: i64) -> Value {
     json!({
         "client_token": secret,
         "accessor": token.accessor,
@@ -339,7 +339,7 @@ fn remaining(token: &ServiceToken, now: i64) -> u64 {
 }
 
 /// `data` of a lookup (`lookup-self`, `lookup`: `id` is the secret; `lookup-accessor`: empty).
-pub fn lookup(secret: &str, token: &ServiceToken) -> Value {
+pub fn lookup_data(secret: &str, token: &ServiceToken) -> Value {
     let now = chrono::Utc::now().timestamp();
     let rfc3339 = |at: i64| chrono::DateTime::from_timestamp(at, 0).map(|at| at.to_rfc3339());
     let path = match token.path.as_str() {
@@ -386,13 +386,13 @@ pub async fn lookup_named(store: &dyn ItemStore, secret: Option<&str>, accessor:
     match (secret, accessor) {
         (Some(secret), _) => {
             let token = resolve(store, secret).await?.ok_or_else(|| BrokerError::Forbidden("bad token".into()))?;
-            Ok(lookup(secret, &token))
+            Ok(lookup_data(secret, &token))
         }
         (None, Some(accessor)) => {
             let invalid = || BrokerError::invalid("invalid accessor");
             let token = by_accessor(store, accessor).await?.ok_or_else(invalid)?;
             let token = resolve_hash(store, &token.hash).await?.ok_or_else(invalid)?;
-            Ok(lookup("", &token))
+            Ok(lookup_data("", &token))
         }
         (None, None) => Err(BrokerError::invalid("missing token ID")),
     }

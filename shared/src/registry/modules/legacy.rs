@@ -7,7 +7,7 @@ use super::read::load;
 use super::record::{latest_of, Module, DOWNLOADS};
 use crate::registry::error::Result;
 use crate::registry::status::precedence;
-use crate::store::{keys, Condition, Item, ItemStore, UpdateOp, Write};
+use crate::store::{keys, Condition, Item, ItemStore, Transaction, UpdateOp, Write};
 
 /// A module stored before each version's status and the download count had items of their own,
 /// moved to that layout: the statuses first (idempotent), then the module, on its revision.
@@ -32,17 +32,17 @@ pub(super) async fn upgraded(store: &dyn ItemStore, mut module: Module) -> Resul
     let downloads = std::mem::take(&mut module.legacy_downloads);
     let revision = module.revision;
     module.revision += 1;
-    let writes = vec![
-        Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) },
-        Write::Update {
-            key: module.downloads_key(),
-            ops: vec![UpdateOp::Add(DOWNLOADS.into(), downloads)],
-            condition: Condition::Always,
-        },
-    ];
-    match store.transact(writes).await {
+    let mut transaction = Transaction::new();
+    let module_unchanged =
+        transaction.add(Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) });
+    transaction.add(Write::Update {
+        key: module.downloads_key(),
+        ops: vec![UpdateOp::Add(DOWNLOADS.into(), downloads)],
+        condition: Condition::Always,
+    });
+    match transaction.commit(store).await {
         // Another request upgraded it first.
-        Err(e) if e.failed_write() == Some(0) => Box::pin(load(store, &module.key())).await,
+        Err(e) if e.failed_on(module_unchanged) => Box::pin(load(store, &module.key())).await,
         other => other.map(|()| module).map_err(Into::into),
     }
 }

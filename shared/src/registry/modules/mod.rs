@@ -12,7 +12,8 @@
 //! `legacy.rs` call each other (a read upgrades the module; an upgrade that lost a race reads it
 //! again):
 //! - `operations.rs`: the operations: [`get`], [`get_by_id`], [`list`], [`create`], [`update`],
-//!   and the writes the rest of the registry builds on, `insert` and `modify`.
+//!   and the writes the rest of the registry builds on, `insert` and `modify` (or
+//!   `modify_or_refused`, which hands back what the change named when one of its writes fails).
 //! - `read.rs`: the one-call read behind [`get`] and its variants, [`statuses`] and [`Shown`]
 //!   (a module with every version's status), and the [`PRIVATE_MODULE`] read-ahead plan.
 //! - `legacy.rs`: the upgrade of a module stored in the older layout, which every read does.
@@ -30,7 +31,7 @@ mod read;
 mod record;
 
 pub use operations::{create, get, get_by_id, list, update, ModuleChange, ModuleChanges, ModuleFilter, NewModule};
-pub(super) use operations::{insert, modify};
+pub(super) use operations::{insert, modify, modify_or_refused, Refused};
 pub(super) use permissions::{check_curation, managing_versions, organization};
 pub(super) use read::readable;
 pub(crate) use read::{load, parse_modules, read, read_scoped, Read, Wanted};

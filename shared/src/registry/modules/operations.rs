@@ -14,7 +14,9 @@ use crate::registry::error::{RegistryError, Result};
 use crate::registry::names::{ModuleName, Namespace, ProviderName, RegistryName};
 use crate::registry::version_index;
 use crate::state::AppState;
-use crate::store::{keys, pointer, query_all, retry_on_race, Condition, Item, ItemStore, Key, Write};
+use crate::store::{
+    keys, pointer, query_all, retry_on_race, Condition, Item, ItemStore, Key, StoreError, Transaction, Write,
+};
 
 /// The module at an address with its versions' statuses, if the caller may read it: two round
 /// trips in all, the token's with the organization's name marker, then the rest (see
@@ -63,13 +65,12 @@ impl ModuleFilter {
 /// A page of the organization's modules in a stable order (private first, then by
 /// namespace, name, provider), and how many match in all.
 pub async fn list(
-    state: &AppState,
+    store: &dyn ItemStore,
     principal: &Principal,
     org_name: &str,
     filter: &ModuleFilter,
     page: &PageRequest,
 ) -> Result<(Vec<Shown>, usize, Organization)> {
-    let store = state.store.as_ref();
     let org = organization(store, principal, org_name, Permission::Read).await?;
     if filter.organization_name.as_deref().is_some_and(|name| name != org.name) {
         return Ok((Vec::new(), 0, org));
@@ -139,23 +140,22 @@ pub async fn create(
 /// Stores a new module, its id pointer, its count and, for a VCS module, its entry among its
 /// repository's modules, if its address is free (422 otherwise).
 pub(in crate::registry) async fn insert(store: &dyn ItemStore, module: &Module) -> Result<()> {
-    let mut writes = vec![
-        Write::Put { item: module.to_item()?, condition: Condition::NotExists },
-        pointer::create(&module.id, &module.key())?,
-        join(&module.org_id, module.counter(), 1),
-    ];
+    let mut transaction = Transaction::new();
+    let address_claim = transaction.add(Write::Put { item: module.to_item()?, condition: Condition::NotExists });
+    transaction.add(pointer::create(&module.id, &module.key())?);
+    let org_active = transaction.add(join(&module.org_id, module.counter(), 1));
     if let Some(entry) = module.repository_entry() {
-        writes.push(Write::Put { item: Item::from_value(entry, &module.key())?, condition: Condition::Always });
+        transaction.add(Write::Put { item: Item::from_value(entry, &module.key())?, condition: Condition::Always });
     }
     if module.is_private() {
-        writes.push(version_index::created(&module.org_id, module.name.as_str(), module.provider.as_str()));
+        transaction.add(version_index::created(&module.org_id, module.name.as_str(), module.provider.as_str()));
     }
-    match store.transact(writes).await {
-        Err(e) if e.failed_write() == Some(0) => Err(RegistryError::invalid(
+    match transaction.commit(store).await {
+        Err(e) if e.failed_on(address_claim) => Err(RegistryError::invalid(
             Field::Attribute("name"),
             "a module with this namespace, name and provider already exists",
         )),
-        Err(e) if e.failed_write() == Some(2) => Err(RegistryError::NotFound),
+        Err(e) if e.failed_on(org_active) => Err(RegistryError::NotFound),
         other => other.map_err(RegistryError::from),
     }
 }
@@ -190,11 +190,10 @@ pub async fn update(
         load(state.store.as_ref(), &key).await?;
         return Err(RegistryError::Forbidden("Public modules have no settings to update.".into()));
     }
-    let (module, ()) = modify(state.store.as_ref(), &key, |module| {
-        let writes = match changes.publishing {
-            Some(change) => change.apply(module)?,
-            None => Vec::new(),
-        };
+    let (module, ()) = modify(state.store.as_ref(), &key, |module, transaction| {
+        if let Some(change) = changes.publishing {
+            transaction.extend(change.apply(module)?);
+        }
         if let Some(tests_enabled) = changes.tests_enabled {
             let id = module.test_config.as_ref().map_or_else(|| new_id("tc"), |tc| tc.id.clone());
             module.test_config = Some(TestConfig { id, tests_enabled });
@@ -202,7 +201,7 @@ pub async fn update(
         if let Some(no_code) = changes.no_code {
             module.no_code = no_code;
         }
-        Ok((writes, ()))
+        Ok(())
     })
     .await?;
     // A switch to tags recorded a sync for the job.
@@ -210,33 +209,55 @@ pub async fn update(
     Ok((Shown::read(state.store.as_ref(), module).await?, org))
 }
 
-/// Changes a module with optimistic concurrency. `change` edits the module and returns further
-/// writes to commit with it; the module's write is the transaction's first (index 0), so a
-/// failure at index ≥ 1 is the caller's to interpret. A lost race re-reads and retries.
+/// Changes a module with optimistic concurrency. `change` edits the module and adds further
+/// writes to commit with it to the transaction it is handed (after the module's own write, which
+/// comes first), returning what it wants back (the handles of those writes, say). A lost race
+/// re-reads and retries; a failure of a write the change added is an error (see
+/// [`modify_or_refused`] to tell which).
 pub(in crate::registry) async fn modify<T>(
     store: &dyn ItemStore,
     key: &Key,
-    change: impl Fn(&mut Module) -> Result<(Vec<Write>, T)>,
+    change: impl Fn(&mut Module, &mut Transaction) -> Result<T>,
 ) -> Result<(Module, T)> {
+    modify_or_refused(store, key, change).await?.map_err(|refused| RegistryError::from(refused.error))
+}
+
+/// A change whose transaction failed on a write the change added: the store's error and what
+/// the change returned, the handles the caller tells that write by.
+pub(in crate::registry) struct Refused<T> {
+    pub error: StoreError,
+    pub named: T,
+}
+
+/// [`modify`], answering a failure of a write the change added as [`Refused`], with the handles
+/// the change returned, for a caller to whom that failure means something.
+pub(in crate::registry) async fn modify_or_refused<T>(
+    store: &dyn ItemStore,
+    key: &Key,
+    change: impl Fn(&mut Module, &mut Transaction) -> Result<T>,
+) -> Result<std::result::Result<(Module, T), Refused<T>>> {
     let change = &change;
     let changed = retry_on_race::<_, RegistryError, _>(|| async move {
         let mut module = load(store, key).await?;
         let before = module.clone();
         let revision = module.revision;
-        let (extra, out) = change(&mut module)?;
+        let unchanged = Condition::equals("revision", revision);
+        // The module's own write comes first, but what it writes is known only once the change
+        // has run: its place is held by a check on the same key until then.
+        let mut transaction = Transaction::new();
+        let module_unchanged = transaction.add(Write::Check { key: key.clone(), condition: unchanged.clone() });
+        let named = change(&mut module, &mut transaction)?;
         // A change that changed nothing writes nothing (a replayed webhook delivery, say).
-        if extra.is_empty() && module == before {
-            return Ok(Some((module, out)));
+        if transaction.len() == 1 && module == before {
+            return Ok(Some(Ok((module, named))));
         }
         module.revision = revision + 1;
         module.updated_at = timestamp(chrono::Utc::now());
-        let mut writes =
-            vec![Write::Put { item: module.to_item()?, condition: Condition::equals("revision", revision) }];
-        writes.extend(extra);
-        match version_index::transact(store, writes).await {
-            Ok(()) => Ok(Some((module, out))),
-            Err(e) if e.failed_write() == Some(0) => Ok(None),
-            Err(e) => Err(e.into()),
+        transaction.replace(module_unchanged, Write::Put { item: module.to_item()?, condition: unchanged });
+        match version_index::transact(store, transaction).await {
+            Ok(()) => Ok(Some(Ok((module, named)))),
+            Err(e) if e.failed_on(module_unchanged) => Ok(None),
+            Err(error) => Ok(Some(Err(Refused { error, named }))),
         }
     })
     .await?;

@@ -11,7 +11,7 @@ use crate::registry::error::{RegistryError, Result};
 use crate::registry::names::{ModuleName, Namespace, ProviderName, RegistryName};
 use crate::registry::status::VersionStatus;
 use crate::registry::version_index;
-use crate::store::{keys, pointer, Condition, Item, Key, Write};
+use crate::store::{keys, pointer, Condition, Item, Key, Transaction, Write, Writes};
 
 pub const PRIVATE_COUNT: &str = "private_module_count";
 pub const PUBLIC_COUNT: &str = "public_module_count";
@@ -211,18 +211,20 @@ impl Module {
         self.publishing_mechanism.as_deref() == Some(BRANCH)
     }
 
-    /// The writes that remove the module record itself (not its versions).
-    pub(in crate::registry) fn removal_writes(&self) -> Vec<Write> {
-        vec![
-            Write::Delete { key: self.key(), condition: Condition::equals("revision", self.revision) },
+    /// Adds the writes that remove the module record itself (not its versions) to `transaction`.
+    /// The handle is the record's delete, on the revision the module was read at: it fails when
+    /// the module changed since.
+    pub(in crate::registry) fn add_removal(&self, transaction: &mut Transaction) -> Writes {
+        let module_unchanged =
+            transaction.add(Write::Delete { key: self.key(), condition: Condition::equals("revision", self.revision) });
+        transaction.extend([
             pointer::remove(&self.id),
             join(&self.org_id, self.counter(), -1),
             Write::Delete { key: self.downloads_key(), condition: Condition::Always },
             Write::Delete { key: self.version_index_key(), condition: Condition::Always },
-        ]
-        .into_iter()
-        .chain(self.repository_entry().map(|key| Write::Delete { key, condition: Condition::Always }))
-        .collect()
+        ]);
+        transaction.extend(self.repository_entry().map(|key| Write::Delete { key, condition: Condition::Always }));
+        module_unchanged
     }
 }
 

@@ -63,15 +63,14 @@ type Caller = std::result::Result<Principal, ApiError>;
 type ScopedCaller = std::result::Result<Scoped, ApiError>;
 
 /// The organization behind a namespace, if the caller may read it.
-async fn namespace(state: &AppState, caller: Caller, namespace: &str) -> Result<(Principal, Organization)> {
+async fn namespace(store: &dyn ItemStore, caller: Caller, namespace: &str) -> Result<(Principal, Organization)> {
     let principal = caller?;
-    let org = access::authorized(state.store.as_ref(), &principal, namespace, Permission::Read).await?;
+    let org = access::authorized(store, &principal, namespace, Permission::Read).await?;
     Ok((principal, org))
 }
 
 /// The organizations whose modules the caller sees when it names no namespace.
-async fn visible_organizations(state: &AppState, principal: &Principal) -> Result<Vec<Organization>> {
-    let store = state.store.as_ref();
+async fn visible_organizations(store: &dyn ItemStore, principal: &Principal) -> Result<Vec<Organization>> {
     match principal.org_id() {
         Some(org_id) => Ok(vec![access::get_by_id(store, org_id).await?]),
         None => {
@@ -89,9 +88,9 @@ async fn private_modules(state: &AppState, org: &Organization) -> Result<Vec<Mod
 }
 
 /// The download counts of `modules`, in their order, read together.
-async fn downloads(state: &AppState, modules: &[&Module]) -> Result<Vec<u64>> {
+async fn downloads(store: &dyn ItemStore, modules: &[&Module]) -> Result<Vec<u64>> {
     let keys: Vec<_> = modules.iter().map(|module| module.downloads_key()).collect();
-    let counts = state.store.get_many(&keys).await?;
+    let counts = store.get_many(&keys).await?;
     let count =
         |item: Option<Item>| Ok(item.map(|item| item.attr::<u64>(DOWNLOADS)).transpose()?.flatten().unwrap_or(0));
     counts.into_iter().map(count).collect()
@@ -229,7 +228,8 @@ async fn latest_of(
             })
             .filter_map(|module| Some((module, module.latest.as_ref()?)))
             .collect();
-        let counts = downloads(state, &shown.iter().map(|(module, _)| *module).collect::<Vec<_>>()).await?;
+        let counts =
+            downloads(state.store.as_ref(), &shown.iter().map(|(module, _)| *module).collect::<Vec<_>>()).await?;
         out.extend(shown.iter().zip(counts).map(|((module, latest), count)| summary(org, module, latest, count)));
     }
     Ok(out)
@@ -238,7 +238,7 @@ async fn latest_of(
 async fn list_all(State(state): State<AppState>, caller: Caller, RawQuery(raw): RawQuery) -> Result<Json<Value>> {
     let principal = caller?;
     let paging = Paging::parse(raw)?;
-    let orgs = visible_organizations(&state, &principal).await?;
+    let orgs = visible_organizations(state.store.as_ref(), &principal).await?;
     let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), None).await?;
     Ok(paging.respond(PREFIX, modules))
 }
@@ -249,7 +249,7 @@ async fn list_namespace(
     Path(ns): Path<String>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
-    let (_, org) = namespace(&state, caller, &ns).await?;
+    let (_, org) = namespace(state.store.as_ref(), caller, &ns).await?;
     let paging = Paging::parse(raw)?;
     let modules = latest_of(&state, &[org], paging.params.non_empty("provider"), None).await?;
     Ok(paging.respond(&format!("{PREFIX}/{ns}"), modules))
@@ -259,7 +259,7 @@ async fn search(State(state): State<AppState>, caller: Caller, RawQuery(raw): Ra
     let principal = caller?;
     let paging = Paging::parse(raw)?;
     let q = paging.params.non_empty("q").ok_or_else(|| ProtocolError::BadRequest("q is required".into()))?.to_owned();
-    let orgs = visible_organizations(&state, &principal).await?;
+    let orgs = visible_organizations(state.store.as_ref(), &principal).await?;
     let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), Some(&q)).await?;
     Ok(paging.respond(&format!("{PREFIX}/search"), modules))
 }
@@ -270,12 +270,12 @@ async fn latest_for_each_provider(
     Path((ns, name)): Path<(String, String)>,
     RawQuery(raw): RawQuery,
 ) -> Result<Json<Value>> {
-    let (_, org) = namespace(&state, caller, &ns).await?;
+    let (_, org) = namespace(state.store.as_ref(), caller, &ns).await?;
     let paging = Paging::parse(raw)?;
     let store = state.store.as_ref();
     let modules = parse_modules(store, &query_all(store, keys::module_providers(&org.id, None, &name)).await?).await?;
     let shown: Vec<&Module> = modules.iter().filter(|module| module.latest.is_some()).collect();
-    let counts = downloads(&state, &shown).await?;
+    let counts = downloads(store, &shown).await?;
     let latest: Vec<Value> = shown
         .iter()
         .zip(counts)
@@ -322,18 +322,23 @@ async fn latest_for_provider(
 ) -> Result<Json<Value>> {
     let Read { org, module, .. } = module(&state, caller, (&ns, &name, &provider), false).await?;
     let latest = module.latest.clone().ok_or(ProtocolError::NotFound)?;
-    shown_version(&state, &org, &module, &latest.version).await
+    shown_version(state.store.as_ref(), &org, &module, &latest.version).await
 }
 
 /// The detail of one `ok` version.
-async fn shown_version(state: &AppState, org: &Organization, module: &Module, version: &str) -> Result<Json<Value>> {
+async fn shown_version(
+    store: &dyn ItemStore,
+    org: &Organization,
+    module: &Module,
+    version: &str,
+) -> Result<Json<Value>> {
     let (name, provider) = (module.name.as_str(), module.provider.as_str());
-    let found = metadata::with_version(state.store.as_ref(), &org.id, name, provider, version).await?;
+    let found = metadata::with_version(store, &org.id, name, provider, version).await?;
     let (stored, metadata) = found.filter(|(stored, _)| stored.status == OK).ok_or(ProtocolError::NotFound)?;
     refuse_revoked(&org.name, &stored)?;
-    let statuses = statuses(state.store.as_ref(), module).await?;
+    let statuses = statuses(store, module).await?;
     let status = offered_versions(&statuses).find(|v| v.version == version).ok_or(ProtocolError::NotFound)?;
-    let downloads = downloads(state, &[module]).await?.pop().unwrap_or_default();
+    let downloads = downloads(store, &[module]).await?.pop().unwrap_or_default();
     let metadata = metadata.as_ref();
     Ok(Json(detail(Detail { org, module, version: status, stored: &stored, metadata, statuses: &statuses, downloads })))
 }
@@ -344,7 +349,7 @@ async fn show_version(
     Path((ns, name, provider, version)): Path<(String, String, String, String)>,
 ) -> Result<Json<Value>> {
     let Read { org, module, .. } = module(&state, caller, (&ns, &name, &provider), false).await?;
-    shown_version(&state, &org, &module, &version).await
+    shown_version(state.store.as_ref(), &org, &module, &version).await
 }
 
 async fn download(

@@ -9,7 +9,7 @@ use crate::api::Field;
 use crate::auth::{Permission, Principal};
 use crate::blobs::ObjectId;
 use crate::registry::error::{RegistryError, Result};
-use crate::registry::modules::{self, modify, Address, Shown};
+use crate::registry::modules::{self, modify_or_refused, Address, Refused, Shown};
 use crate::registry::names::RegistryName;
 use crate::registry::retry;
 use crate::registry::versions::CreatedVersion;
@@ -33,7 +33,7 @@ pub async fn resync(
         return Err(RegistryError::NotFound);
     }
     let key = address.key(&org, provider)?;
-    let recorded = modify(store, &key, |module| {
+    let recorded = modify_or_refused(store, &key, |module, transaction| {
         let Some(repo) = module.vcs_repo.as_mut() else {
             return Err(RegistryError::invalid(
                 Field::Document,
@@ -44,14 +44,16 @@ pub async fn resync(
         if SETTLED_WITHOUT_VERSIONS.contains(&module.status.as_str()) {
             module.status = "pending".into();
         }
-        Ok((vec![resync_work(module)?], ()))
+        Ok(transaction.add(resync_work(module)?))
     })
-    .await;
+    .await?;
     let module = match recorded {
-        Ok((module, ())) => module,
+        Ok((module, _)) => module,
         // A resync already waits for the job: this one is that one.
-        Err(RegistryError::Store(e)) if e.failed_write() == Some(1) => modules::load(store, &key).await?,
-        Err(e) => return Err(e),
+        Err(Refused { error, named: resync_absent }) if error.failed_on(resync_absent) => {
+            modules::load(store, &key).await?
+        }
+        Err(refused) => return Err(refused.error.into()),
     };
     state.work.notify_one();
     Ok((Shown::read(store, module).await?, org))

@@ -93,7 +93,7 @@ pub(super) fn sync_work(module: &Module) -> Result<Write> {
 }
 
 /// The write that queues a resync of the module: a sync under an id of the module's own, so that
-/// it fails (at its index in the caller's transaction) while one already waits.
+/// it fails while one already waits (the caller tells by the handle it added it as).
 pub(super) fn resync_work(module: &Module) -> Result<Write> {
     let id = format!("resync-{}", module.id);
     Ok(work_queue::inbox_write(&id, Work::Sync { module: module.key(), org_id: module.org_id.clone() })?)
@@ -224,11 +224,11 @@ impl Worker for Vcs<'_> {
 
 /// Takes the reason a failure left on the module off again, unless something has replaced it.
 async fn take_reason_back(store: &dyn ItemStore, module_key: &Key, left: &str) -> Result<()> {
-    let changed = modify(store, module_key, |module| {
+    let changed = modify(store, module_key, |module, _| {
         if let Some(repo) = module.vcs_repo.as_mut().filter(|r| r.setup_error.as_deref() == Some(left)) {
             repo.setup_error = None;
         }
-        Ok((Vec::new(), ()))
+        Ok(())
     });
     match changed.await {
         Err(RegistryError::NotFound) | Ok(_) => Ok(()),
@@ -244,14 +244,14 @@ async fn show_reason(
     reason: Option<&str>,
     status: Option<&str>,
 ) -> Result<()> {
-    let changed = modify(store, module_key, |module| {
+    let changed = modify(store, module_key, |module, _| {
         if let Some(status) = status {
             module.status = status.to_owned();
         }
         if let Some(repo) = module.vcs_repo.as_mut() {
             repo.setup_error = reason.map(str::to_owned);
         }
-        Ok((Vec::new(), ()))
+        Ok(())
     });
     match changed.await {
         Err(RegistryError::NotFound) | Ok(_) => Ok(()),

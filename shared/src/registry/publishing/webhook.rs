@@ -12,7 +12,7 @@ use crate::registry::error::{RegistryError, Result};
 use crate::registry::modules::{load, Module};
 use crate::seal::SealContext;
 use crate::state::AppState;
-use crate::store::keys;
+use crate::store::{keys, ItemStore};
 use crate::vcs::{self, ServiceProvider};
 
 /// The largest delivery the route reads (413 above it, before anything is checked). A tag push
@@ -64,8 +64,7 @@ mod secrets {
 /// The modules a webhook feeds: those of its repository, found through their index, and the
 /// module it was made for (a webhook older than the index names only that one). A module
 /// deleted since is not among them.
-async fn modules_of(state: &AppState, hook: &Hook) -> Result<Vec<Module>> {
-    let store = state.store.as_ref();
+async fn modules_of(store: &dyn ItemStore, hook: &Hook) -> Result<Vec<Module>> {
     let mut modules = match &hook.repository {
         Some(repository) => repository.modules(store).await?,
         None => Vec::new(),
@@ -97,7 +96,7 @@ pub async fn delivery(state: &AppState, uuid: &str, headers: &HeaderMap, body: &
         return Err(RegistryError::Unauthorized);
     }
     let hook: Hook = pointer.parse()?;
-    let modules = modules_of(state, &hook).await?;
+    let modules = modules_of(store, &hook).await?;
     // Every module fed by this webhook holds the same sealed secret.
     let repo = modules.iter().find_map(|m| m.vcs_repo.clone().filter(|r| r.webhook_uuid == uuid));
     let repo = repo.ok_or(RegistryError::NotFound)?;

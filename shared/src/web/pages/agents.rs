@@ -24,7 +24,8 @@ pub async fn pools(
     let principal = viewer.principal()?;
     let params = params(query)?;
     let page = page(&params)?;
-    let (pools, matching, _, org) = pools::list(&state, principal, &org, &PoolQuery::default(), &page).await?;
+    let (pools, matching, _, org) =
+        pools::list(state.store.as_ref(), principal, &org, &PoolQuery::default(), &page).await?;
     // A pool's agents, the first page of the largest size: a pool holds at most the organization's
     // live-agent limit of running agents, plus those ended within the retention period.
     let first = PageRequest { number: 1, size: MAX_PAGE_SIZE };

@@ -25,7 +25,7 @@ pub async fn list(
     let provider = filter(&params, "provider")?;
     let wanted =
         ModuleFilter { q: q.map(str::to_owned), provider: provider.map(str::to_owned), ..ModuleFilter::default() };
-    let (shown, total, org) = modules::list(&state, principal, &org, &wanted, &page).await?;
+    let (shown, total, org) = modules::list(state.store.as_ref(), principal, &org, &wanted, &page).await?;
     let here = format!("/app/organizations/{}/modules", org.name);
     let body = html! {
         h1 { "Modules of " (org.name) }
