@@ -146,11 +146,11 @@ fn issued(mount: &Mount, role: &str, id: String, user: &str, ttl: Duration, hold
 }
 
 /// The lease with this id, and its mount.
-pub async fn find(state: &AppState, lease_id: &str) -> Result<Option<(Mount, Lease)>> {
-    let Some((mount, _)) = mounts::route(state.store.as_ref(), lease_id.trim_matches('/')).await? else {
+pub async fn find(store: &dyn ItemStore, lease_id: &str) -> Result<Option<(Mount, Lease)>> {
+    let Some((mount, _)) = mounts::route(store, lease_id.trim_matches('/')).await? else {
         return Ok(None);
     };
-    let Some(found) = state.store.get(&keys::mount_lease(&mount.uuid, lease_id)).await? else { return Ok(None) };
+    let Some(found) = store.get(&keys::mount_lease(&mount.uuid, lease_id)).await? else { return Ok(None) };
     Ok(Some((mount, found.parse()?)))
 }
 
@@ -267,7 +267,7 @@ pub async fn revoke_expired(state: &AppState, clouds: &mut MountClouds, limit: u
 /// issue time plus the mount's `lease_max`. Refused (400) with Vault's messages for a lease that
 /// does not exist, one that has expired, and one that is not renewable (STS credentials).
 pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> Result<Lease> {
-    let Some((mount, mut lease)) = find(state, id).await? else {
+    let Some((mount, mut lease)) = find(state.store.as_ref(), id).await? else {
         return Err(BrokerError::invalid("lease not found"));
     };
     let now = chrono::Utc::now().timestamp();
@@ -294,7 +294,7 @@ pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> R
 
 /// Revokes the lease with this id, if there is one.
 pub async fn revoke_by_id(state: &AppState, id: &str) -> Result<()> {
-    if let Some((mount, lease)) = find(state, id).await? {
+    if let Some((mount, lease)) = find(state.store.as_ref(), id).await? {
         revoke(state, &mount, &lease).await?;
     }
     Ok(())
@@ -331,7 +331,7 @@ pub struct PrefixRevoked {
 /// (or, forced, removed) without trying it again.
 pub async fn revoke_prefix(state: &AppState, prefix: &str, how: Revocation) -> Result<PrefixRevoked> {
     let prefix = prefix.trim_matches('/');
-    let leases = match find(state, prefix).await? {
+    let leases = match find(state.store.as_ref(), prefix).await? {
         Some(one) => vec![one],
         None => under(state.store.as_ref(), prefix).await?,
     };

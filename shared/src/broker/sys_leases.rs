@@ -46,7 +46,8 @@ fn rfc3339(at: i64) -> Option<String> {
 async fn lookup(State(state): State<AppState>, caller: Caller, body: VaultBody) -> Result<VaultResponse> {
     policies::require(state.store.as_ref(), &caller.0, "sys/leases/lookup", "update").await?;
     let id = lease_id(body)?;
-    let (_, lease) = leases::find(&state, &id).await?.ok_or_else(|| BrokerError::invalid("invalid lease"))?;
+    let (_, lease) =
+        leases::find(state.store.as_ref(), &id).await?.ok_or_else(|| BrokerError::invalid("invalid lease"))?;
     let now = chrono::Utc::now().timestamp();
     Ok(VaultResponse::data(json!({
         "id": lease.id,

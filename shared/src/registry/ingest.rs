@@ -40,12 +40,11 @@ pub enum IngestOutcome {
 /// waits for it. A repository's version takes no upload, even on a link issued before versions
 /// from repositories stopped getting one: its archive is the repository's, fetched by the job.
 pub async fn awaits_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
-    let waiting = pending(state, object).await?;
+    let waiting = pending(state.store.as_ref(), object).await?;
     Ok(waiting.is_some_and(|(_, version)| version.source == super::versions::API_SOURCE))
 }
 
-async fn pending(state: &AppState, object: &ObjectId) -> Result<Option<(PendingUpload, ModuleVersion)>> {
-    let store = state.store.as_ref();
+async fn pending(store: &dyn ItemStore, object: &ObjectId) -> Result<Option<(PendingUpload, ModuleVersion)>> {
     let Some(item) = store.get(&keys::pending_upload(object.as_str())).await? else { return Ok(None) };
     let upload: PendingUpload = item.parse()?;
     let Some(version) = store.get(&upload.version).await? else { return Ok(None) };
@@ -70,7 +69,9 @@ async fn claim_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
 
 /// Inspects the archive uploaded as `object` and settles its version.
 pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<IngestOutcome> {
-    let Some((upload, version)) = pending(state, object).await? else { return Ok(IngestOutcome::Ignored) };
+    let Some((upload, version)) = pending(state.store.as_ref(), object).await? else {
+        return Ok(IngestOutcome::Ignored);
+    };
     let limits = state.config.archive_limits;
     let size = match state.blobs.upload_size(object).await {
         Ok(size) => size,
@@ -143,7 +144,7 @@ pub async fn resume(state: &AppState) -> Result<()> {
 /// Settles the version waiting for `object` as failed, for a reason found before ingest could
 /// run (an archive the provider would not give).
 pub async fn fail(state: &AppState, object: &ObjectId, reason: &str) -> Result<()> {
-    let Some((upload, version)) = pending(state, object).await? else { return Ok(()) };
+    let Some((upload, version)) = pending(state.store.as_ref(), object).await? else { return Ok(()) };
     match settle(state.store.as_ref(), object, &upload, &version, Err(reason.to_owned()), None).await {
         Err(RegistryError::NotFound) | Ok(_) => Ok(()),
         Err(e) => Err(e),

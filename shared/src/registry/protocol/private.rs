@@ -82,8 +82,7 @@ async fn visible_organizations(store: &dyn ItemStore, principal: &Principal) -> 
     }
 }
 
-async fn private_modules(state: &AppState, org: &Organization) -> Result<Vec<Module>> {
-    let store = state.store.as_ref();
+async fn private_modules(store: &dyn ItemStore, org: &Organization) -> Result<Vec<Module>> {
     Ok(parse_modules(store, &query_all(store, keys::modules(&org.id, Some("private"))).await?).await?)
 }
 
@@ -213,7 +212,7 @@ async fn latest_of(
     let q = q.map(str::to_lowercase);
     let mut out = Vec::new();
     for org in orgs {
-        let modules = private_modules(state, org).await?;
+        let modules = private_modules(state.store.as_ref(), org).await?;
         let shown: Vec<(&Module, &VersionStatus)> = modules
             .iter()
             .filter(|module| provider.is_none_or(|p| p == module.provider.as_str()))
