@@ -227,8 +227,18 @@ pub async fn find(
     permission: Permission,
 ) -> Result<(Workspace, Organization)> {
     match at {
-        WorkspaceAt::Id(id) => get(store, principal, id, permission).await,
-        WorkspaceAt::Name { org, name } => get_by_name(store, principal, org, name, permission).await,
+        WorkspaceAt::Id(id) => {
+            let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+            access::require(principal, &workspace.org_id, permission)?;
+            let org = access::get_by_id(store, &workspace.org_id).await?;
+            Ok((workspace, org))
+        }
+        WorkspaceAt::Name { org, name } => {
+            let org = access::authorized(store, principal, org, permission).await?;
+            let workspace =
+                store.get(&keys::workspace(&org.id, name)).await?.ok_or(AccountsError::NotFound)?.parse()?;
+            Ok((workspace, org))
+        }
     }
 }
 
@@ -288,30 +298,6 @@ async fn apply(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceCha
 }
 
 /// A workspace by id, if the principal holds `permission` in its organization.
-async fn get(
-    store: &dyn ItemStore,
-    principal: &Principal,
-    id: &str,
-    permission: Permission,
-) -> Result<(Workspace, Organization)> {
-    let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
-    access::require(principal, &workspace.org_id, permission)?;
-    let org = access::get_by_id(store, &workspace.org_id).await?;
-    Ok((workspace, org))
-}
-
-async fn get_by_name(
-    store: &dyn ItemStore,
-    principal: &Principal,
-    org_name: &str,
-    name: &str,
-    permission: Permission,
-) -> Result<(Workspace, Organization)> {
-    let org = access::authorized(store, principal, org_name, permission).await?;
-    let workspace = store.get(&keys::workspace(&org.id, name)).await?.ok_or(AccountsError::NotFound)?.parse()?;
-    Ok((workspace, org))
-}
-
 pub async fn list(
     store: &dyn ItemStore,
     principal: &Principal,
