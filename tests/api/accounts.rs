@@ -16,6 +16,35 @@ async fn ping_answers_204_with_the_headers_clients_read() {
 }
 
 #[tokio::test]
+async fn the_entitlement_set_says_which_features_hangar_serves_to_whoever_may_read_the_organization() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    app.create_organization("globex").await;
+    let admin = app.admin_token.clone();
+    let org = app.get("/api/v2/organizations/acme", &owners).await;
+    let reply = app.get("/api/v2/organizations/acme/entitlement-set", &owners).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let data = &reply.body["data"];
+    assert_eq!(data["type"], "entitlement-sets");
+    assert_eq!(data["id"], org.body["data"]["attributes"]["external-id"]);
+    let attributes = &data["attributes"];
+    for served in ["agents", "private-module-registry", "teams", "vcs-integrations"] {
+        assert_eq!(attributes[served], true, "{served}");
+    }
+    // Not served yet: the CLI's remote backend then keeps state and runs where it is.
+    for missing in ["state-storage", "operations", "sentinel", "sso", "cost-estimation", "run-tasks"] {
+        assert_eq!(attributes[missing], false, "{missing}");
+    }
+    assert_eq!(app.get("/api/v2/organizations/acme/entitlement-set", &admin).await.status, 200);
+
+    let other = app.owners_token("globex").await;
+    let hidden = app.get("/api/v2/organizations/acme/entitlement-set", &other).await;
+    assert_eq!(hidden.status, 404, "another organization's team learns nothing: {:?}", hidden.body);
+    assert_eq!(app.get("/api/v2/organizations/nowhere/entitlement-set", &admin).await.status, 404);
+    let anonymous = app.request(Method::GET, "/api/v2/organizations/acme/entitlement-set", None, None).await;
+    assert_eq!(anonymous.status, 401);
+}
+
+#[tokio::test]
 async fn requests_without_a_valid_token_get_a_json_api_401() {
     let app = TestApp::spawn().await;
     for token in [None, Some("not-a-token"), Some("")] {

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod cascade;
+pub mod entitlements;
 mod error;
 pub mod oauth;
 pub mod org_tokens;

@@ -8,6 +8,7 @@ use axum::Router;
 use serde::Deserialize;
 
 use super::access;
+use super::entitlements;
 use super::oauth::{self, NewOAuthClient};
 use super::org_tokens;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
@@ -31,6 +32,7 @@ pub fn router() -> Router<AppState> {
             "/api/v2/organizations/{org}",
             get(show_organization).patch(update_organization).delete(delete_organization),
         )
+        .route("/api/v2/organizations/{org}/entitlement-set", get(show_entitlements))
         .route("/api/v2/organizations/{org}/teams", get(list_teams).post(create_team))
         .route("/api/v2/teams/{id}", get(show_team).delete(delete_team))
         .route(
@@ -227,6 +229,15 @@ async fn create_organization_token(
 }
 
 /// The organization token's metadata (never its secret), for the owners.
+async fn show_entitlements(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+) -> Result<Document> {
+    let (org, features) = entitlements::of(state.store.as_ref(), &principal, &org).await?;
+    Ok(Document::one(render::entitlements(&org, &features)))
+}
+
 async fn show_organization_token(
     State(state): State<AppState>,
     principal: Principal,
