@@ -452,3 +452,84 @@ async fn an_organization_token_acts_with_the_owners_rights_and_is_shown_without_
     assert_eq!(app.get("/api/v2/organizations/acme", &second).await.status, 401, "revoked");
     assert_eq!(app.delete(path, &app.admin_token).await.status, 404);
 }
+
+/// POSTs `body` (raw text, as clients send it) to a workspace action.
+async fn action(app: &TestApp, id: &str, action: &str, token: &str, body: &str) -> hangar_tests::Reply {
+    let response = app
+        .client
+        .post(format!("{}/api/v2/workspaces/{id}/actions/{action}", app.url))
+        .bearer_auth(token)
+        .header("Content-Type", "application/vnd.api+json")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("dev-server answers");
+    hangar_tests::Reply::read(response).await
+}
+
+#[tokio::test]
+async fn a_workspace_lock_is_held_by_whoever_took_it_until_they_or_an_administrator_let_it_go() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    assert_eq!(created.body["data"]["attributes"]["locked"], false);
+    let id = created.body["data"]["id"].as_str().unwrap().to_owned();
+    let (_, operators) = app.team_with_token("acme", "operators", json!({"manage-workspaces": true})).await;
+
+    let locked = action(&app, &id, "lock", &owners, r#"{"reason": "maintenance"}"#).await;
+    assert_eq!(locked.status, 200, "{:?}", locked.body);
+    let attributes = &locked.body["data"]["attributes"];
+    assert_eq!(
+        (attributes["locked"].clone(), attributes["locked-reason"].clone()),
+        (json!(true), json!("maintenance"))
+    );
+    let holder = locked.body["data"]["relationships"]["locked-by"]["data"].clone();
+    assert_eq!(holder["type"], "users");
+    assert!(holder["id"].as_str().unwrap().starts_with("user-"), "{holder}");
+    let shown = app.get(&format!("/api/v2/workspaces/{id}"), &operators).await;
+    assert_eq!(shown.body["data"]["relationships"]["locked-by"]["data"], holder, "the lock is stored");
+
+    // Locked already, by anyone: 409, as HCP answers (go-tfe's ErrWorkspaceLocked).
+    for token in [&owners, &operators] {
+        let again = action(&app, &id, "lock", token, "").await;
+        assert_eq!(again.status, 409, "{:?}", again.body);
+        assert_eq!(again.body["errors"][0]["status"], "409");
+    }
+    // Only the holder unlocks; an administrator forces it.
+    assert_eq!(action(&app, &id, "unlock", &operators, "").await.status, 409);
+    let forced = action(&app, &id, "force-unlock", &operators, "").await;
+    assert_eq!(forced.status, 200, "{:?}", forced.body);
+    assert_eq!(forced.body["data"]["attributes"]["locked"], false);
+    assert_eq!(forced.body["data"]["relationships"]["locked-by"]["data"], Value::Null);
+    assert_eq!(action(&app, &id, "unlock", &owners, "").await.status, 409, "unlocked already");
+    assert_eq!(action(&app, &id, "force-unlock", &owners, "").await.status, 409, "unlocked already");
+
+    // A JSON:API body works too, and the holder lets it go.
+    let body = r#"{"data": {"attributes": {"reason": "deploy"}}}"#;
+    let locked = action(&app, &id, "lock", &operators, body).await;
+    assert_eq!(locked.body["data"]["attributes"]["locked-reason"], "deploy", "{:?}", locked.body);
+    assert_eq!(action(&app, &id, "unlock", &operators, "").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_workspace_lock_refuses_callers_without_the_permission_and_reasons_it_cannot_keep() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    app.create_organization("globex").await;
+    let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
+    let id = created.body["data"]["id"].as_str().unwrap().to_owned();
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let other = app.owners_token("globex").await;
+
+    for name in ["lock", "unlock", "force-unlock"] {
+        assert_eq!(action(&app, &id, name, &readers, "").await.status, 403, "{name}: readers may not");
+        assert_eq!(action(&app, &id, name, &other, "").await.status, 404, "{name}: another organization's");
+    }
+    let too_long = json!({ "reason": "x".repeat(1025) }).to_string();
+    let refused = action(&app, &id, "lock", &owners, &too_long).await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    let refused = action(&app, &id, "lock", &owners, r#"{"reason": 7}"#).await;
+    assert_eq!((refused.status.as_u16(), refused.pointer()), (422, "/reason"), "{:?}", refused.body);
+    assert_eq!(action(&app, &id, "lock", &owners, "{not json").await.status, 400);
+    let shown = app.get(&format!("/api/v2/workspaces/{id}"), &owners).await;
+    assert_eq!(shown.body["data"]["attributes"]["locked"], false, "nothing refused took the lock");
+}

@@ -18,6 +18,9 @@ pub enum AccountsError {
     /// A rule about one member of the request body was broken.
     #[error("{detail}")]
     Invalid { field: Field, detail: String },
+    /// The resource's state forbids the request (a workspace locked already, or by another).
+    #[error("{0}")]
+    Conflict(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -44,6 +47,7 @@ impl AccountsError {
             AccountsError::NotFound => Kind::NotFound,
             AccountsError::Forbidden(_) => Kind::Forbidden,
             AccountsError::Invalid { .. } => Kind::Invalid,
+            AccountsError::Conflict(_) => Kind::Conflict,
             AccountsError::Store(e) => e.kind(),
             AccountsError::Seal(_) => Kind::Internal,
         }

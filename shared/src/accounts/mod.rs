@@ -5,6 +5,7 @@ pub mod access;
 pub mod cascade;
 pub mod entitlements;
 mod error;
+pub mod locks;
 pub mod oauth;
 pub mod org_tokens;
 pub mod organizations;

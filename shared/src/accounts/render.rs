@@ -114,34 +114,19 @@ pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {
             "description": workspace.description,
             "execution-mode": workspace.execution_mode,
             "created-at": workspace.created_at,
-            "locked": false,
+            "locked": workspace.locked_by.is_some(),
+            "locked-reason": workspace.locked_by.as_ref().and_then(|lock| lock.reason.as_deref()),
         }),
     )
     .to_one("organization", "organizations", org_name)
+    .to_one_or_null("locked-by", "users", workspace.locked_by.as_ref().map(|lock| lock.holder.as_str()))
     .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
 }
 
-/// The id of the user a principal acts as (what `created-by` relationships name).
-pub fn user_id(principal: &Principal) -> String {
-    user_identity(principal).0
-}
-
-fn user_identity(principal: &Principal) -> (String, String) {
-    match principal {
-        Principal::SiteAdmin => ("user-site-admin".to_owned(), "site-admin".to_owned()),
-        Principal::Team(grant) => {
-            let suffix = grant.team_id.trim_start_matches("team-");
-            (format!("user-{suffix}"), format!("api-team_{suffix}"))
-        }
-        // Never reached: the management extractor refuses agent tokens.
-        Principal::Agent(grant) => (format!("user-{}", grant.token_id), format!("api-agent_{}", grant.token_id)),
-    }
-}
-
 /// The caller as HCP Terraform describes a token's user: a service account for team tokens.
 pub fn user(principal: &Principal) -> Resource {
-    let (id, username) = user_identity(principal);
+    let (id, username) = principal.user_identity();
     Resource::new(
         "users",
         &id,

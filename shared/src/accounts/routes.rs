@@ -1,14 +1,17 @@
 //! The accounts routes. Each handler parses, calls one domain function and renders.
 
+use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::access;
 use super::entitlements;
+use super::locks::{self, LockChange};
 use super::oauth::{self, NewOAuthClient};
 use super::org_tokens;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
@@ -49,6 +52,9 @@ pub fn router() -> Router<AppState> {
             get(show_workspace_by_name).patch(update_workspace_by_name).delete(delete_workspace_by_name),
         )
         .route("/api/v2/workspaces/{id}", get(show_workspace).patch(update_workspace).delete(delete_workspace))
+        .route("/api/v2/workspaces/{id}/actions/lock", post(lock_workspace))
+        .route("/api/v2/workspaces/{id}/actions/unlock", post(unlock_workspace))
+        .route("/api/v2/workspaces/{id}/actions/force-unlock", post(force_unlock_workspace))
         .route("/api/v2/organizations/{org}/oauth-clients", get(list_oauth_clients).post(create_oauth_client))
         .route("/api/v2/oauth-clients/{id}", get(show_oauth_client).delete(delete_oauth_client))
         .route("/api/v2/oauth-clients/{id}/oauth-tokens", get(list_oauth_tokens))
@@ -391,6 +397,54 @@ async fn delete_workspace_by_name(
     let at = WorkspaceAt::Name { org: &org, name: &name };
     workspaces::delete(state.store.as_ref(), &principal, at).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// `actions/lock`: the body names a reason, as HCP's `{"reason": "…"}` or in a JSON:API
+/// document's attributes; it may be empty.
+async fn lock_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Document> {
+    let change = LockChange::Lock { reason: lock_reason(&body)? };
+    let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, change).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
+}
+
+async fn unlock_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, LockChange::Unlock).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
+}
+
+async fn force_unlock_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<Document> {
+    let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, LockChange::ForceUnlock).await?;
+    Ok(Document::one(render::workspace(&workspace, &org.name)))
+}
+
+fn lock_reason(body: &[u8]) -> Result<Option<String>> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let value: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(format!("the body is not JSON: {e}")))?;
+    let (reason, pointer) = match value.pointer("/data/attributes/reason") {
+        Some(reason) => (reason, "/data/attributes/reason"),
+        None => (value.get("reason").unwrap_or(&Value::Null), "/reason"),
+    };
+    match reason {
+        Value::Null => Ok(None),
+        Value::String(reason) => Ok(Some(reason.clone())),
+        _ => Err(ApiError::invalid(pointer, "must be a string")),
+    }
 }
 
 #[derive(Deserialize)]

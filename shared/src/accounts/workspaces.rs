@@ -39,6 +39,18 @@ pub struct Workspace {
     pub allowed_by: Vec<String>,
     #[serde(default)]
     pub revision: u64,
+    /// Who holds the workspace's lock, if anyone (taken and given back in `locks.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub locked_by: Option<Lock>,
+}
+
+/// Who holds a workspace's lock, since when, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lock {
+    /// The user id the holder acts as (what `locked-by` names).
+    pub holder: String,
+    pub reason: Option<String>,
+    pub at: String,
 }
 
 impl pointer::Addressed for Workspace {
@@ -50,13 +62,13 @@ impl Workspace {
         keys::workspace(&self.org_id, &self.name)
     }
 
-    fn to_item(&self) -> Result<Item> {
+    pub(super) fn to_item(&self) -> Result<Item> {
         Ok(Item::from_value(self.key(), self)?.with_satellites(&[keys::id_pointer(&self.id)]))
     }
 
     /// The condition that the stored workspace is the one read (items written before
     /// workspaces had a revision have none, and read as revision 0).
-    fn unchanged(&self) -> Condition {
+    pub(super) fn unchanged(&self) -> Condition {
         match self.revision {
             0 => Condition::Exists.and(Condition::Below("revision".into(), 1)),
             revision => Condition::equals("revision", revision),
@@ -64,7 +76,7 @@ impl Workspace {
     }
 
     /// The workspace as its next write stores it.
-    fn next(&self) -> Self {
+    pub(super) fn next(&self) -> Self {
         Self { revision: self.revision + 1, ..self.clone() }
     }
 }
@@ -183,6 +195,7 @@ pub async fn create(
         created_at: crate::api::timestamp(chrono::Utc::now()),
         allowed_by: Vec::new(),
         revision: 0,
+        locked_by: None,
     };
     // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.
     let ws = &workspace;

@@ -57,6 +57,7 @@ impl From<AccountsError> for AgentsError {
     fn from(e: AccountsError) -> Self {
         match e.concealed() {
             AccountsError::Invalid { field, detail } => AgentsError::Invalid { field, detail },
+            AccountsError::Conflict(detail) => AgentsError::Conflict(detail),
             AccountsError::Store(e) => AgentsError::Store(e),
             AccountsError::Seal(e) => AgentsError::Seal(e),
             AccountsError::NotFound | AccountsError::Forbidden(_) => AgentsError::NotFound,

@@ -73,7 +73,7 @@ pub async fn create(
         description,
         created_at: timestamp(chrono::Utc::now()),
         last_used_at: None,
-        created_by: Some(crate::accounts::render::user_id(principal)),
+        created_by: Some(principal.user_id()),
     };
     let grant = AgentGrant { org_id: pool.org_id.clone(), pool_id: pool.id.clone(), token_id: token.id.clone() };
     let record = TokenRecord {

@@ -55,6 +55,25 @@ pub enum Principal {
 }
 
 impl Principal {
+    /// The id of the user a principal acts as (what `created-by` and `locked-by` relationships
+    /// name), and its username: a service account for a team token.
+    pub fn user_identity(&self) -> (String, String) {
+        match self {
+            Principal::SiteAdmin => ("user-site-admin".to_owned(), "site-admin".to_owned()),
+            Principal::Team(grant) => {
+                let suffix = grant.team_id.trim_start_matches("team-");
+                (format!("user-{suffix}"), format!("api-team_{suffix}"))
+            }
+            // Never reached by the management API: its extractor refuses agent tokens.
+            Principal::Agent(grant) => (format!("user-{}", grant.token_id), format!("api-agent_{}", grant.token_id)),
+        }
+    }
+
+    /// The user id of [`Principal::user_identity`].
+    pub fn user_id(&self) -> String {
+        self.user_identity().0
+    }
+
     pub fn is_site_admin(&self) -> bool {
         matches!(self, Principal::SiteAdmin)
     }

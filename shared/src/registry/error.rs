@@ -68,6 +68,7 @@ impl From<AccountsError> for RegistryError {
     fn from(e: AccountsError) -> Self {
         match e.concealed() {
             AccountsError::Invalid { field, detail } => RegistryError::Invalid { field, detail },
+            AccountsError::Conflict(detail) => RegistryError::Conflict(detail),
             AccountsError::Store(e) => RegistryError::Store(e),
             AccountsError::Seal(e) => RegistryError::Seal(e),
             AccountsError::NotFound | AccountsError::Forbidden(_) => RegistryError::NotFound,

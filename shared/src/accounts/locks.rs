@@ -1,0 +1,79 @@
+//! Workspace locks, as HCP Terraform's `actions/lock`, `actions/unlock` and
+//! `actions/force-unlock` have them: a lock names who holds it and why; only its holder unlocks
+//! it, and a principal that manages the organization's workspaces may force it open. A lock is
+//! part of the workspace's record, so taking one is a conditional write of that record: of two
+//! callers racing for it, one wins and the other is told it is locked.
+
+use super::access::Organization;
+use super::error::{AccountsError, Result};
+use super::workspaces::{find, Lock, Workspace, WorkspaceAt};
+use crate::api::{timestamp, Field};
+use crate::auth::{Permission, Principal};
+use crate::store::{pointer, retry_on_race, ItemStore, Write};
+
+/// The longest reason a lock keeps, in bytes.
+pub const MAX_REASON: usize = 1024;
+
+/// What a request does to a workspace's lock.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LockChange {
+    Lock {
+        reason: Option<String>,
+    },
+    /// Only the holder may.
+    Unlock,
+    /// Whoever holds it.
+    ForceUnlock,
+}
+
+/// Locks or unlocks the workspace `id` for a principal that manages the organization's
+/// workspaces. A workspace locked already (by anyone) is a conflict, as is an unlock of an
+/// unlocked workspace or of one another holds.
+pub async fn change(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    id: &str,
+    change: LockChange,
+) -> Result<(Workspace, Organization)> {
+    if let LockChange::Lock { reason: Some(reason) } = &change {
+        if reason.len() > MAX_REASON {
+            let detail = format!("is longer than {MAX_REASON} bytes");
+            return Err(AccountsError::invalid(Field::Attribute("reason"), detail));
+        }
+    }
+    let (_, org) = find(store, principal, WorkspaceAt::Id(id), Permission::ManageWorkspaces).await?;
+    let caller = principal.user_id();
+    let (change, caller) = (&change, &caller);
+    let changed = retry_on_race(|| async move {
+        let current: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+        let locked_by =
+            match (change, &current.locked_by) {
+                (LockChange::Lock { .. }, Some(_)) => return Err(conflict("The workspace is locked already.")),
+                (LockChange::Lock { reason }, None) => {
+                    let at = timestamp(chrono::Utc::now());
+                    Some(Lock { holder: caller.clone(), reason: reason.clone(), at })
+                }
+                (LockChange::Unlock | LockChange::ForceUnlock, None) => {
+                    return Err(conflict("The workspace is unlocked already."))
+                }
+                (LockChange::Unlock, Some(lock)) if &lock.holder != caller => return Err(conflict(
+                    "The workspace can only be unlocked by whoever locked it; an administrator may force-unlock it.",
+                )),
+                (LockChange::Unlock | LockChange::ForceUnlock, Some(_)) => None,
+            };
+        let workspace = Workspace { locked_by, ..current.next() };
+        let write = Write::Put { item: workspace.to_item()?, condition: current.unchanged() };
+        match store.transact(vec![write]).await {
+            Ok(()) => Ok(Some(workspace)),
+            Err(e) if e.is_condition_failed() => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    })
+    .await?;
+    let workspace = changed.ok_or_else(|| conflict("The workspace kept changing; retry."))?;
+    Ok((workspace, org))
+}
+
+fn conflict(detail: &str) -> AccountsError {
+    AccountsError::Conflict(detail.to_owned())
+}
