@@ -533,3 +533,73 @@ async fn a_workspace_lock_refuses_callers_without_the_permission_and_reasons_it_
     let shown = app.get(&format!("/api/v2/workspaces/{id}"), &owners).await;
     assert_eq!(shown.body["data"]["attributes"]["locked"], false, "nothing refused took the lock");
 }
+
+#[tokio::test]
+async fn workspaces_are_searched_by_name_and_show_what_the_caller_may_do() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    for name in ["prod-network", "staging-network", "prod-db"] {
+        assert_eq!(app.post("/api/v2/organizations/acme/workspaces", &owners, workspace(name)).await.status, 201);
+    }
+    let found = app.get("/api/v2/organizations/acme/workspaces?search[name]=PROD", &owners).await;
+    assert_eq!(found.status, 200, "{:?}", found.body);
+    let names: Vec<&str> =
+        found.body["data"].as_array().unwrap().iter().map(|w| w["attributes"]["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["prod-db", "prod-network"]);
+    assert_eq!(found.body["meta"]["pagination"]["total-count"], 2);
+    let paged = app
+        .get("/api/v2/organizations/acme/workspaces?search[name]=network&page[size]=1&page[number]=2", &owners)
+        .await;
+    assert_eq!(paged.body["data"].as_array().unwrap().len(), 1);
+    assert_eq!(paged.body["meta"]["pagination"]["total-count"], 2);
+    let all = app.get("/api/v2/organizations/acme/workspaces", &owners).await;
+    assert_eq!(all.body["meta"]["pagination"]["total-count"], 3);
+
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let mine = &all.body["data"][0]["attributes"];
+    let theirs = app.get("/api/v2/organizations/acme/workspaces/prod-db", &readers).await;
+    let theirs = &theirs.body["data"]["attributes"];
+    for flag in ["can-update", "can-destroy", "can-lock", "can-force-unlock"] {
+        assert_eq!(
+            (mine["permissions"][flag].clone(), theirs["permissions"][flag].clone()),
+            (json!(true), json!(false)),
+            "{flag}"
+        );
+    }
+    assert_eq!(theirs["permissions"]["can-read-settings"], true);
+    assert_eq!(theirs["resource-count"], 0);
+    assert!(theirs["updated-at"].is_string());
+}
+
+#[tokio::test]
+async fn safe_delete_removes_a_workspace_whose_state_holds_nothing_for_those_who_manage_workspaces() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
+    let id = created.body["data"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("dev")).await.status, 201);
+
+    assert_eq!(action(&app, &id, "safe-delete", &readers, "").await.status, 403);
+    // A state that holds resources (as a state version will record it) refuses it.
+    let org = app.get("/api/v2/organizations/acme", &owners).await;
+    let org_id = org.body["data"]["attributes"]["external-id"].as_str().unwrap().to_owned();
+    let store = app.second_state().await.store.clone();
+    let key = hangar::store::keys::workspace(&org_id, "prod");
+    let stored = store.get(&key).await.unwrap().expect("the workspace's item");
+    let mut holding = stored.clone();
+    holding.attrs_mut().unwrap().insert("resource_count".into(), json!(3));
+    store.put(holding, hangar::store::Condition::Always).await.unwrap();
+    let refused = action(&app, &id, "safe-delete", &owners, "").await;
+    assert_eq!(refused.status, 409, "{:?}", refused.body);
+    assert_eq!(
+        app.get(&format!("/api/v2/workspaces/{id}"), &owners).await.body["data"]["attributes"]["resource-count"],
+        3
+    );
+    store.put(stored, hangar::store::Condition::Always).await.unwrap();
+    assert_eq!(action(&app, &id, "safe-delete", &owners, "").await.status, 204);
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{id}"), &owners).await.status, 404);
+    let by_name = app
+        .request(Method::POST, "/api/v2/organizations/acme/workspaces/dev/actions/safe-delete", Some(&owners), None)
+        .await;
+    assert_eq!(by_name.status, 204, "{:?}", by_name.body);
+    assert_eq!(app.get("/api/v2/organizations/acme/workspaces/dev", &owners).await.status, 404);
+}

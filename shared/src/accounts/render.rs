@@ -105,7 +105,10 @@ pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
     Resource::new("authentication-tokens", &token.id, token_attributes(token, secret)).to_one("team", "teams", &team.id)
 }
 
-pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {
+/// A workspace as HCP shapes it, with what `principal` may do with it. The permissions of what
+/// Hangar does not serve yet (state, runs, variables) are false.
+pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -> Resource {
+    let manages = principal.can(&workspace.org_id, Permission::ManageWorkspaces);
     Resource::new(
         "workspaces",
         &workspace.id,
@@ -114,6 +117,28 @@ pub fn workspace(workspace: &Workspace, org_name: &str) -> Resource {
             "description": workspace.description,
             "execution-mode": workspace.execution_mode,
             "created-at": workspace.created_at,
+            "updated-at": workspace.updated_at.as_deref().unwrap_or(&workspace.created_at),
+            "resource-count": workspace.resource_count,
+            "actions": { "is-destroyable": true },
+            "permissions": {
+                "can-read-settings": true,
+                "can-update": manages,
+                "can-destroy": manages,
+                "can-force-delete": manages,
+                "can-lock": manages,
+                "can-unlock": manages,
+                "can-force-unlock": manages,
+                "can-queue-run": false,
+                "can-queue-apply": false,
+                "can-queue-destroy": false,
+                "can-read-variable": false,
+                "can-update-variable": false,
+                "can-read-state-versions": false,
+                "can-read-state-outputs": false,
+                "can-create-state-versions": false,
+                "can-manage-tags": false,
+                "can-manage-run-tasks": false,
+            },
             "locked": workspace.locked_by.is_some(),
             "locked-reason": workspace.locked_by.as_ref().and_then(|lock| lock.reason.as_deref()),
         }),

@@ -52,6 +52,8 @@ pub fn router() -> Router<AppState> {
             get(show_workspace_by_name).patch(update_workspace_by_name).delete(delete_workspace_by_name),
         )
         .route("/api/v2/workspaces/{id}", get(show_workspace).patch(update_workspace).delete(delete_workspace))
+        .route("/api/v2/workspaces/{id}/actions/safe-delete", post(safe_delete_workspace))
+        .route("/api/v2/organizations/{org}/workspaces/{name}/actions/safe-delete", post(safe_delete_workspace_by_name))
         .route("/api/v2/workspaces/{id}/actions/lock", post(lock_workspace))
         .route("/api/v2/workspaces/{id}/actions/unlock", post(unlock_workspace))
         .route("/api/v2/workspaces/{id}/actions/force-unlock", post(force_unlock_workspace))
@@ -314,7 +316,7 @@ async fn create_workspace(
     let new =
         NewWorkspace { name, description: incoming.attributes.description.clone(), execution: execution(&incoming)? };
     let (workspace, org) = workspaces::create(state.store.as_ref(), &principal, &org, new).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)).created())
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)).created())
 }
 
 fn changes(body: &JsonApiBody) -> Result<WorkspaceChanges> {
@@ -334,7 +336,7 @@ async fn update_workspace(
 ) -> Result<Document> {
     let changes = changes(&body)?;
     let (workspace, org) = workspaces::update(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), changes).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 async fn update_workspace_by_name(
@@ -346,7 +348,7 @@ async fn update_workspace_by_name(
     let changes = changes(&body)?;
     let at = WorkspaceAt::Name { org: &org, name: &name };
     let (workspace, org) = workspaces::update(state.store.as_ref(), &principal, at, changes).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 async fn list_workspaces(
@@ -355,9 +357,10 @@ async fn list_workspaces(
     Path(org): Path<String>,
     listing: Listing,
 ) -> Result<Document> {
-    let (list, org) = workspaces::list(state.store.as_ref(), &principal, &org, &listing.page).await?;
-    let resources = list.iter().map(|ws| render::workspace(ws, &org.name)).collect();
-    Ok(Document::page(resources, &listing.envelope(org.workspace_count)))
+    let search = listing.params.non_empty("search[name]");
+    let (list, matching, org) = workspaces::list(state.store.as_ref(), &principal, &org, search, &listing.page).await?;
+    let resources = list.iter().map(|ws| render::workspace(ws, &org.name, &principal)).collect();
+    Ok(Document::page(resources, &listing.envelope(matching)))
 }
 
 async fn show_workspace(
@@ -367,7 +370,7 @@ async fn show_workspace(
 ) -> Result<Document> {
     let (workspace, org) =
         workspaces::find(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), Permission::Read).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 async fn show_workspace_by_name(
@@ -377,7 +380,7 @@ async fn show_workspace_by_name(
 ) -> Result<Document> {
     let at = WorkspaceAt::Name { org: &org, name: &name };
     let (workspace, org) = workspaces::find(state.store.as_ref(), &principal, at, Permission::Read).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 async fn delete_workspace(
@@ -385,7 +388,7 @@ async fn delete_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    workspaces::delete(state.store.as_ref(), &principal, WorkspaceAt::Id(&id)).await?;
+    workspaces::delete(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -395,7 +398,27 @@ async fn delete_workspace_by_name(
     Path((org, name)): Path<(String, String)>,
 ) -> Result<StatusCode> {
     let at = WorkspaceAt::Name { org: &org, name: &name };
-    workspaces::delete(state.store.as_ref(), &principal, at).await?;
+    workspaces::delete(state.store.as_ref(), &principal, at, false).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// HCP's `safe-delete`: refused (409) while the workspace's state holds resources.
+async fn safe_delete_workspace(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(id): Path<String>,
+) -> Result<StatusCode> {
+    workspaces::delete(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), true).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn safe_delete_workspace_by_name(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path((org, name)): Path<(String, String)>,
+) -> Result<StatusCode> {
+    let at = WorkspaceAt::Name { org: &org, name: &name };
+    workspaces::delete(state.store.as_ref(), &principal, at, true).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -409,7 +432,7 @@ async fn lock_workspace(
 ) -> Result<Document> {
     let change = LockChange::Lock { reason: lock_reason(&body)? };
     let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, change).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 async fn unlock_workspace(
@@ -418,7 +441,7 @@ async fn unlock_workspace(
     Path(id): Path<String>,
 ) -> Result<Document> {
     let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, LockChange::Unlock).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 async fn force_unlock_workspace(
@@ -427,7 +450,7 @@ async fn force_unlock_workspace(
     Path(id): Path<String>,
 ) -> Result<Document> {
     let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, LockChange::ForceUnlock).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name)))
+    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
 }
 
 fn lock_reason(body: &[u8]) -> Result<Option<String>> {

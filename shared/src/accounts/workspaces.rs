@@ -16,7 +16,7 @@ use crate::auth::{Permission, Principal};
 use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::{
-    keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Key, Transaction, Write, Writes,
+    keys, parse_all, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Transaction, Write, Writes,
     MAX_TRANSACTION_WRITES,
 };
 
@@ -39,6 +39,12 @@ pub struct Workspace {
     pub allowed_by: Vec<String>,
     #[serde(default)]
     pub revision: u64,
+    /// When a write last changed it (none before the first change).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<String>,
+    /// How many resources its current state holds (HCP's `resource-count`; 0 without state).
+    #[serde(default)]
+    pub resource_count: u64,
     /// Who holds the workspace's lock, if anyone (taken and given back in `locks.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_by: Option<Lock>,
@@ -77,7 +83,8 @@ impl Workspace {
 
     /// The workspace as its next write stores it.
     pub(super) fn next(&self) -> Self {
-        Self { revision: self.revision + 1, ..self.clone() }
+        let updated_at = Some(crate::api::timestamp(chrono::Utc::now()));
+        Self { revision: self.revision + 1, updated_at, ..self.clone() }
     }
 }
 
@@ -195,6 +202,8 @@ pub async fn create(
         created_at: crate::api::timestamp(chrono::Utc::now()),
         allowed_by: Vec::new(),
         revision: 0,
+        updated_at: None,
+        resource_count: 0,
         locked_by: None,
     };
     // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.
@@ -311,30 +320,48 @@ async fn apply(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceCha
 }
 
 /// A workspace by id, if the principal holds `permission` in its organization.
+/// A page of the organization's workspaces, with how many match: those whose name contains
+/// `search` (case aside, as HCP's `search[name]`), else all of them, paged by the store.
 pub async fn list(
     store: &dyn ItemStore,
     principal: &Principal,
     org_name: &str,
+    search: Option<&str>,
     page: &PageRequest,
-) -> Result<(Vec<Workspace>, Organization)> {
+) -> Result<(Vec<Workspace>, usize, Organization)> {
     let org = access::visible(store, principal, org_name).await?;
-    let items = page.fetch(store, keys::workspaces(&org.id)).await?;
-    let workspaces = parse_all::<Workspace>(&items)?;
-    Ok((workspaces, org))
+    let Some(search) = search.map(str::to_lowercase) else {
+        let items = page.fetch(store, keys::workspaces(&org.id)).await?;
+        let total = org.workspace_count;
+        return Ok((parse_all::<Workspace>(&items)?, total, org));
+    };
+    let all: Vec<Workspace> = query_all_as(store, keys::workspaces(&org.id)).await?;
+    let matching: Vec<Workspace> = all.into_iter().filter(|ws| ws.name.to_lowercase().contains(&search)).collect();
+    let count = matching.len();
+    Ok((page.slice(matching), count, org))
 }
 
 /// Deletes the workspace at `at`, for a principal that may manage workspaces, taking it off its
 /// agent pool and out of every pool's `allowed-workspaces`, in one transaction that fails if
 /// either changed meanwhile.
-pub async fn delete(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>) -> Result<()> {
+/// With `safe`, HCP's `safe-delete`: refused while the workspace's state holds resources.
+pub async fn delete(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>, safe: bool) -> Result<()> {
     let (workspace, _) = find(store, principal, at, Permission::ManageWorkspaces).await?;
-    remove(store, &workspace).await
+    remove(store, &workspace, safe).await
 }
 
-async fn remove(store: &dyn ItemStore, workspace: &Workspace) -> Result<()> {
+/// Checked on the workspace as the deletion reads it (and conditioned on that read), so a state
+/// written meanwhile is seen.
+async fn remove(store: &dyn ItemStore, workspace: &Workspace, safe: bool) -> Result<()> {
     let id = &workspace.id;
     let deleted = retry_on_race(|| async move {
         let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+        if safe && workspace.resource_count > 0 {
+            return Err(AccountsError::Conflict(format!(
+                "The workspace's state holds {} resources: destroy them first, or delete it without safe-delete.",
+                workspace.resource_count
+            )));
+        }
         let mut transaction = Transaction::new();
         transaction.add(Write::Delete { key: workspace.key(), condition: workspace.unchanged() });
         transaction.add(pointer::remove(&workspace.id));

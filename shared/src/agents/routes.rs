@@ -28,11 +28,13 @@ pub fn router() -> Router<AppState> {
 }
 
 /// Pools with their agent counts, and the workspaces attached to them when asked, rendered.
-fn render_pools(shown: &Shown) -> (Vec<Resource>, Vec<Resource>) {
+fn render_pools(shown: &Shown, principal: &Principal) -> (Vec<Resource>, Vec<Resource>) {
     let Shown { org, pools, workspaces } = shown;
     let resources = pools.iter().map(|(pool, count)| render::pool(pool, &org.name, *count)).collect();
-    let included =
-        workspaces.iter().map(|workspace| crate::accounts::render::workspace(workspace, &org.name)).collect();
+    let included = workspaces
+        .iter()
+        .map(|workspace| crate::accounts::render::workspace(workspace, &org.name, principal))
+        .collect();
     (resources, included)
 }
 
@@ -80,7 +82,7 @@ async fn list_pools(
     let query = pool_query(&listing)?;
     let include = includes_workspaces(listing.params.non_empty("include"))?;
     let (shown, matching, total) = pools::list_shown(&state, &principal, &org, &query, &listing.page, include).await?;
-    let (resources, included) = render_pools(&shown);
+    let (resources, included) = render_pools(&shown, &principal);
     let document = Document::page(resources, &listing.envelope(matching))
         .meta("status-counts", json!({ "total": total, "matching": matching }));
     Ok(if include { document.included(included) } else { document })
@@ -122,7 +124,7 @@ async fn create_pool(
         allowed_workspaces: incoming.to_many("allowed-workspaces", "workspaces")?,
     };
     let shown = pools::create(&state, &principal, &org, new).await?;
-    let (mut resources, _) = render_pools(&shown);
+    let (mut resources, _) = render_pools(&shown, &principal);
     Ok(Document::one(resources.remove(0)).created())
 }
 
@@ -134,7 +136,7 @@ async fn show_pool(
 ) -> Result<Document> {
     let include = includes_workspaces(listing.params.non_empty("include"))?;
     let shown = pools::show(&state, &principal, &id, include).await?;
-    let (mut resources, included) = render_pools(&shown);
+    let (mut resources, included) = render_pools(&shown, &principal);
     let document = Document::one(resources.remove(0));
     Ok(if include { document.included(included) } else { document })
 }
@@ -153,7 +155,7 @@ async fn update_pool(
         allowed_workspaces: incoming.to_many("allowed-workspaces", "workspaces")?,
     };
     let shown = pools::update(&state, &principal, &id, changes).await?;
-    let (mut resources, _) = render_pools(&shown);
+    let (mut resources, _) = render_pools(&shown, &principal);
     Ok(Document::one(resources.remove(0)))
 }
 

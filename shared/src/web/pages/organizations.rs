@@ -60,7 +60,7 @@ pub async fn show(
 ) -> Result<Response, WebError> {
     let principal = viewer.principal()?;
     let first = PageRequest { number: 1, size: 20 };
-    let (shown, org) = workspaces::list(state.store.as_ref(), principal, &org, &first).await?;
+    let (shown, _, org) = workspaces::list(state.store.as_ref(), principal, &org, None, &first).await?;
     let base = format!("/app/organizations/{}", org.name);
     let body = html! {
         h1 { (org.name) }
