@@ -16,35 +16,6 @@ async fn ping_answers_204_with_the_headers_clients_read() {
 }
 
 #[tokio::test]
-async fn the_entitlement_set_says_which_features_hangar_serves_to_whoever_may_read_the_organization() {
-    let (app, owners) = TestApp::with_organization("acme").await;
-    app.create_organization("globex").await;
-    let admin = app.admin_token.clone();
-    let org = app.get("/api/v2/organizations/acme", &owners).await;
-    let reply = app.get("/api/v2/organizations/acme/entitlement-set", &owners).await;
-    assert_eq!(reply.status, 200, "{:?}", reply.body);
-    let data = &reply.body["data"];
-    assert_eq!(data["type"], "entitlement-sets");
-    assert_eq!(data["id"], org.body["data"]["attributes"]["external-id"]);
-    let attributes = &data["attributes"];
-    for served in ["agents", "private-module-registry", "teams", "vcs-integrations"] {
-        assert_eq!(attributes[served], true, "{served}");
-    }
-    // Not served yet: the CLI's remote backend then keeps state and runs where it is.
-    for missing in ["state-storage", "operations", "sentinel", "sso", "cost-estimation", "run-tasks"] {
-        assert_eq!(attributes[missing], false, "{missing}");
-    }
-    assert_eq!(app.get("/api/v2/organizations/acme/entitlement-set", &admin).await.status, 200);
-
-    let other = app.owners_token("globex").await;
-    let hidden = app.get("/api/v2/organizations/acme/entitlement-set", &other).await;
-    assert_eq!(hidden.status, 404, "another organization's team learns nothing: {:?}", hidden.body);
-    assert_eq!(app.get("/api/v2/organizations/nowhere/entitlement-set", &admin).await.status, 404);
-    let anonymous = app.request(Method::GET, "/api/v2/organizations/acme/entitlement-set", None, None).await;
-    assert_eq!(anonymous.status, 401);
-}
-
-#[tokio::test]
 async fn requests_without_a_valid_token_get_a_json_api_401() {
     let app = TestApp::spawn().await;
     for token in [None, Some("not-a-token"), Some("")] {
@@ -495,8 +466,15 @@ async fn a_workspace_lock_is_held_by_whoever_took_it_until_they_or_an_administra
         assert_eq!(again.status, 409, "{:?}", again.body);
         assert_eq!(again.body["errors"][0]["status"], "409");
     }
-    // Only the holder unlocks; an administrator forces it.
-    assert_eq!(action(&app, &id, "unlock", &operators, "").await.status, 409);
+    // Only the holder unlocks, told apart from "unlocked already" as go-tfe tells them (by
+    // "is locked by User"); an administrator forces it. A locked workspace is not safe-deleted.
+    let refused = action(&app, &id, "unlock", &operators, "").await;
+    assert_eq!(refused.status, 409);
+    let detail = refused.body["errors"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains(&format!("is locked by User {}", holder["id"].as_str().unwrap())), "{detail}");
+    let refused = action(&app, &id, "safe-delete", &owners, "").await;
+    assert_eq!(refused.status, 409);
+    assert!(refused.body["errors"][0]["detail"].as_str().unwrap().contains("locked"), "{:?}", refused.body);
     let forced = action(&app, &id, "force-unlock", &operators, "").await;
     assert_eq!(forced.status, 200, "{:?}", forced.body);
     assert_eq!(forced.body["data"]["attributes"]["locked"], false);
@@ -520,11 +498,13 @@ async fn a_workspace_lock_refuses_callers_without_the_permission_and_reasons_it_
     let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
     let other = app.owners_token("globex").await;
 
-    for name in ["lock", "unlock", "force-unlock"] {
-        assert_eq!(action(&app, &id, name, &readers, "").await.status, 403, "{name}: readers may not");
-        assert_eq!(action(&app, &id, name, &other, "").await.status, 404, "{name}: another organization's");
-    }
     let too_long = json!({ "reason": "x".repeat(1025) }).to_string();
+    for name in ["lock", "unlock", "force-unlock"] {
+        assert_eq!(action(&app, &id, name, &readers, &too_long).await.status, 403, "{name}: readers may not");
+        assert_eq!(action(&app, &id, name, &other, &too_long).await.status, 404, "{name}: another organization's");
+    }
+    let huge = json!({ "reason": "x".repeat(64 * 1024) }).to_string();
+    assert_eq!(action(&app, &id, "lock", &owners, &huge).await.status, 413, "the body is bounded before it is read");
     let refused = action(&app, &id, "lock", &owners, &too_long).await;
     assert_eq!(refused.status, 422, "{:?}", refused.body);
     let refused = action(&app, &id, "lock", &owners, r#"{"reason": 7}"#).await;
@@ -553,6 +533,10 @@ async fn workspaces_are_searched_by_name_and_show_what_the_caller_may_do() {
     assert_eq!(paged.body["meta"]["pagination"]["total-count"], 2);
     let all = app.get("/api/v2/organizations/acme/workspaces", &owners).await;
     assert_eq!(all.body["meta"]["pagination"]["total-count"], 3);
+    for filter in ["search[tags]=a", "search[wildcard-name]=prod*", "filter[project][id]=prj-1"] {
+        let refused = app.get(&format!("/api/v2/organizations/acme/workspaces?{filter}"), &owners).await;
+        assert_eq!(refused.status, 422, "{filter} is refused, never ignored: {:?}", refused.body);
+    }
 
     let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
     let mine = &all.body["data"][0]["attributes"];

@@ -1,5 +1,5 @@
-"""Workspaces through pytfe, unchanged: the entitlement set, a search, a lock as the CLI's remote
-backend takes one, and safe-delete."""
+"""Workspaces through pytfe, unchanged: a search, a lock as the CLI's remote backend takes one,
+and safe-delete."""
 
 import pytest
 from pytfe import TFEClient, TFEConfig
@@ -16,10 +16,6 @@ def test_an_operator_locks_searches_and_safely_deletes_workspaces_through_pytfe(
     client = TFEClient(TFEConfig(address=hangar.url, token=hangar.admin_token))
     client.organizations.create(OrganizationCreateOptions(name="acme", email="ops@acme.example"))
 
-    entitlements = client.organizations.read_entitlements("acme")
-    assert entitlements.private_module_registry and entitlements.agents and entitlements.teams
-    assert not entitlements.state_storage and not entitlements.operations
-
     prod = client.workspaces.create("acme", WorkspaceCreateOptions(name="prod-network"))
     client.workspaces.create("acme", WorkspaceCreateOptions(name="staging-network"))
     found = list(client.workspaces.list("acme", WorkspaceListOptions(search="prod")))
@@ -29,6 +25,8 @@ def test_an_operator_locks_searches_and_safely_deletes_workspaces_through_pytfe(
     assert locked.locked is True
     with pytest.raises(TFEError):
         client.workspaces.lock(prod.id, WorkspaceLockOptions(reason="again"))
+    with pytest.raises(TFEError, match="locked"):
+        client.workspaces.safe_delete_by_id(prod.id)
     assert client.workspaces.unlock(prod.id).locked is False
 
     client.workspaces.safe_delete_by_id(prod.id)

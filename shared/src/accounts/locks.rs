@@ -35,13 +35,13 @@ pub async fn change(
     id: &str,
     change: LockChange,
 ) -> Result<(Workspace, Organization)> {
+    let (_, org) = find(store, principal, WorkspaceAt::Id(id), Permission::ManageWorkspaces).await?;
     if let LockChange::Lock { reason: Some(reason) } = &change {
         if reason.len() > MAX_REASON {
             let detail = format!("is longer than {MAX_REASON} bytes");
             return Err(AccountsError::invalid(Field::Attribute("reason"), detail));
         }
     }
-    let (_, org) = find(store, principal, WorkspaceAt::Id(id), Permission::ManageWorkspaces).await?;
     let caller = principal.user_id();
     let (change, caller) = (&change, &caller);
     let changed = retry_on_race(|| async move {
@@ -56,9 +56,13 @@ pub async fn change(
                 (LockChange::Unlock | LockChange::ForceUnlock, None) => {
                     return Err(conflict("The workspace is unlocked already."))
                 }
-                (LockChange::Unlock, Some(lock)) if &lock.holder != caller => return Err(conflict(
-                    "The workspace can only be unlocked by whoever locked it; an administrator may force-unlock it.",
-                )),
+                // go-tfe tells this from "unlocked already" by the words "is locked by User".
+                (LockChange::Unlock, Some(lock)) if &lock.holder != caller => {
+                    return Err(AccountsError::Conflict(format!(
+                        "The workspace is locked by User {}: only they can unlock it; an administrator may force-unlock it.",
+                        lock.holder
+                    )))
+                }
                 (LockChange::Unlock | LockChange::ForceUnlock, Some(_)) => None,
             };
         let workspace = Workspace { locked_by, ..current.next() };

@@ -3,7 +3,6 @@
 
 pub mod access;
 pub mod cascade;
-pub mod entitlements;
 mod error;
 pub mod locks;
 pub mod oauth;

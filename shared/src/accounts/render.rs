@@ -3,7 +3,6 @@
 use serde_json::{json, Value};
 
 use super::access::Organization;
-use super::entitlements::Entitlements;
 use super::teams::{Team, TeamToken};
 use super::workspaces::Workspace;
 use crate::api::Resource;
@@ -32,39 +31,6 @@ pub fn organization(org: &Organization, principal: &Principal) -> Resource {
         }),
     )
     .link("self", format!("/api/v2/organizations/{}", org.name))
-}
-
-/// An entitlement set as HCP shapes it: its id is the organization's, and every feature HCP
-/// names is there, false where Hangar does not serve it.
-pub fn entitlements(org: &Organization, features: &Entitlements) -> Resource {
-    Resource::new(
-        "entitlement-sets",
-        &org.id,
-        json!({
-            "agents": features.agents,
-            "audit-logging": false,
-            "configuration-designer": false,
-            "cost-estimation": false,
-            "global-run-tasks": false,
-            "module-tests-generation": false,
-            "operations": features.operations,
-            "private-module-registry": features.private_module_registry,
-            "private-policy-agents": false,
-            "private-run-tasks": false,
-            "private-vcs": false,
-            "run-tasks": false,
-            "self-serve-billing": false,
-            "sentinel": false,
-            "sso": false,
-            "state-storage": features.state_storage,
-            "teams": features.teams,
-            "usage-reporting": false,
-            "vcs-integrations": features.vcs_integrations,
-            "waypoint-actions": false,
-            "waypoint-templates-and-addons": false,
-        }),
-    )
-    .link("self", format!("/api/v2/entitlement-sets/{}", org.id))
 }
 
 pub fn team(team: &Team, org_name: &str) -> Resource {

@@ -1,6 +1,7 @@
 //! The accounts routes. Each handler parses, calls one domain function and renders.
 
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, State};
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -10,7 +11,6 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::access;
-use super::entitlements;
 use super::locks::{self, LockChange};
 use super::oauth::{self, NewOAuthClient};
 use super::org_tokens;
@@ -35,7 +35,6 @@ pub fn router() -> Router<AppState> {
             "/api/v2/organizations/{org}",
             get(show_organization).patch(update_organization).delete(delete_organization),
         )
-        .route("/api/v2/organizations/{org}/entitlement-set", get(show_entitlements))
         .route("/api/v2/organizations/{org}/teams", get(list_teams).post(create_team))
         .route("/api/v2/teams/{id}", get(show_team).delete(delete_team))
         .route(
@@ -54,7 +53,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/workspaces/{id}", get(show_workspace).patch(update_workspace).delete(delete_workspace))
         .route("/api/v2/workspaces/{id}/actions/safe-delete", post(safe_delete_workspace))
         .route("/api/v2/organizations/{org}/workspaces/{name}/actions/safe-delete", post(safe_delete_workspace_by_name))
-        .route("/api/v2/workspaces/{id}/actions/lock", post(lock_workspace))
+        .route("/api/v2/workspaces/{id}/actions/lock", post(lock_workspace).layer(DefaultBodyLimit::max(MAX_LOCK_BODY)))
         .route("/api/v2/workspaces/{id}/actions/unlock", post(unlock_workspace))
         .route("/api/v2/workspaces/{id}/actions/force-unlock", post(force_unlock_workspace))
         .route("/api/v2/organizations/{org}/oauth-clients", get(list_oauth_clients).post(create_oauth_client))
@@ -237,15 +236,6 @@ async fn create_organization_token(
 }
 
 /// The organization token's metadata (never its secret), for the owners.
-async fn show_entitlements(
-    State(state): State<AppState>,
-    principal: Principal,
-    Path(org): Path<String>,
-) -> Result<Document> {
-    let (org, features) = entitlements::of(state.store.as_ref(), &principal, &org).await?;
-    Ok(Document::one(render::entitlements(&org, &features)))
-}
-
 async fn show_organization_token(
     State(state): State<AppState>,
     principal: Principal,
@@ -357,6 +347,7 @@ async fn list_workspaces(
     Path(org): Path<String>,
     listing: Listing,
 ) -> Result<Document> {
+    refuse_unsupported_filters(&listing)?;
     let search = listing.params.non_empty("search[name]");
     let (list, matching, org) = workspaces::list(state.store.as_ref(), &principal, &org, search, &listing.page).await?;
     let resources = list.iter().map(|ws| render::workspace(ws, &org.name, &principal)).collect();
@@ -402,6 +393,27 @@ async fn delete_workspace_by_name(
     Ok(StatusCode::NO_CONTENT)
 }
 
+/// HCP's workspace filters Hangar does not apply: refused, never ignored (an ignored filter would
+/// answer every workspace).
+fn refuse_unsupported_filters(listing: &Listing) -> Result<()> {
+    for name in [
+        "search[tags]",
+        "search[exclude-tags]",
+        "search[wildcard-name]",
+        "filter[project][id]",
+        "filter[current-run][status]",
+        "filter[tagged]",
+    ] {
+        if listing.params.non_empty(name).is_some() {
+            return Err(ApiError::invalid_parameter(
+                name,
+                "Hangar does not filter workspaces by this; use `search[name]`",
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// HCP's `safe-delete`: refused (409) while the workspace's state holds resources.
 async fn safe_delete_workspace(
     State(state): State<AppState>,
@@ -421,6 +433,9 @@ async fn safe_delete_workspace_by_name(
     workspaces::delete(state.store.as_ref(), &principal, at, true).await?;
     Ok(StatusCode::NO_CONTENT)
 }
+
+/// The largest body `actions/lock` reads: a reason of at most `locks::MAX_REASON` bytes, in JSON.
+const MAX_LOCK_BODY: usize = 8 * 1024;
 
 /// `actions/lock`: the body names a reason, as HCP's `{"reason": "…"}` or in a JSON:API
 /// document's attributes; it may be empty.

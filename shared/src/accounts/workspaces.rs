@@ -344,7 +344,8 @@ pub async fn list(
 /// Deletes the workspace at `at`, for a principal that may manage workspaces, taking it off its
 /// agent pool and out of every pool's `allowed-workspaces`, in one transaction that fails if
 /// either changed meanwhile.
-/// With `safe`, HCP's `safe-delete`: refused while the workspace's state holds resources.
+/// With `safe`, HCP's `safe-delete`: refused while the workspace is locked or its state holds
+/// resources.
 pub async fn delete(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>, safe: bool) -> Result<()> {
     let (workspace, _) = find(store, principal, at, Permission::ManageWorkspaces).await?;
     remove(store, &workspace, safe).await
@@ -356,6 +357,12 @@ async fn remove(store: &dyn ItemStore, workspace: &Workspace, safe: bool) -> Res
     let id = &workspace.id;
     let deleted = retry_on_race(|| async move {
         let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+        // go-tfe tells this refusal by the word "locked" (ErrWorkspaceLockedCannotDelete).
+        if safe && workspace.locked_by.is_some() {
+            return Err(AccountsError::Conflict(
+                "The workspace is locked: unlock it before deleting it with safe-delete.".into(),
+            ));
+        }
         if safe && workspace.resource_count > 0 {
             return Err(AccountsError::Conflict(format!(
                 "The workspace's state holds {} resources: destroy them first, or delete it without safe-delete.",
