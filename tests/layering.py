@@ -39,7 +39,7 @@ FILE_LAYERS = {
     # can join a pool in its own transaction without the agents family's rules.
     "agents/pool.rs": 2,
 }
-TOP = {"app", "lambda", "jobs", "lib"}
+TOP = {"app", "lambda", "jobs", "bootstrap", "lib"}
 MAX_CYCLE_FILES = 4
 
 KEY_STRING = re.compile(r'"[A-Z][A-Z0-9_]*#|\bGSI[12](PK|SK)\b')

@@ -266,8 +266,8 @@ pub async fn revoke_expired(state: &AppState, clouds: &mut MountClouds, limit: u
 /// Extends a lease by `increment` (the mount's default lease when `None`), never past its
 /// issue time plus the mount's `lease_max`. Refused (400) with Vault's messages for a lease that
 /// does not exist, one that has expired, and one that is not renewable (STS credentials).
-pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> Result<Lease> {
-    let Some((mount, mut lease)) = find(state.store.as_ref(), id).await? else {
+pub async fn renew(store: &dyn ItemStore, id: &str, increment: Option<Duration>) -> Result<Lease> {
+    let Some((mount, mut lease)) = find(store, id).await? else {
         return Err(BrokerError::invalid("lease not found"));
     };
     let now = chrono::Utc::now().timestamp();
@@ -277,7 +277,7 @@ pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> R
     if !lease.renewable() {
         return Err(BrokerError::invalid("lease is not renewable"));
     }
-    let limits = config::lease(state.store.as_ref(), &mount).await?;
+    let limits = config::lease(store, &mount).await?;
     let increment = increment.map_or(limits.lease, |increment| increment.as_secs());
     let ceiling = lease.issued_at + limits.lease_max as i64;
     let ceiling = lease.token_expire_at.map_or(ceiling, |token| ceiling.min(token));
@@ -288,7 +288,7 @@ pub async fn renew(state: &AppState, id: &str, increment: Option<Duration>) -> R
         UpdateOp::set("last_renewal", now),
         schedule::reschedule(lease.expire_at, &lease.id),
     ];
-    state.store.update(&keys::mount_lease(&mount.uuid, &lease.id), ops, Condition::Exists).await?;
+    store.update(&keys::mount_lease(&mount.uuid, &lease.id), ops, Condition::Exists).await?;
     Ok(lease)
 }
 

@@ -68,7 +68,7 @@ async fn renew(State(state): State<AppState>, caller: Caller, body: VaultBody) -
         Some(value) => Some(duration::parse(value).map_err(|e| BrokerError::invalid(format!("increment: {e}")))?),
         None => None,
     };
-    let lease = leases::renew(&state, id, increment).await?;
+    let lease = leases::renew(state.store.as_ref(), id, increment).await?;
     let ttl = (lease.expire_at - chrono::Utc::now().timestamp()).max(0) as u64;
     Ok(VaultResponse::leased(Value::Null, &lease.id, ttl, true))
 }

@@ -39,8 +39,8 @@ pub enum IngestOutcome {
 /// Whether an upload to this object would be ingested: a version created through the API
 /// waits for it. A repository's version takes no upload, even on a link issued before versions
 /// from repositories stopped getting one: its archive is the repository's, fetched by the job.
-pub async fn awaits_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
-    let waiting = pending(state.store.as_ref(), object).await?;
+pub async fn awaits_upload(store: &dyn ItemStore, object: &ObjectId) -> Result<bool> {
+    let waiting = pending(store, object).await?;
     Ok(waiting.is_some_and(|(_, version)| version.source == super::versions::API_SOURCE))
 }
 
@@ -55,7 +55,7 @@ async fn pending(store: &dyn ItemStore, object: &ObjectId) -> Result<Option<(Pen
 /// Claims `object` for one upload, if a version waits for it: a conditional write that exactly
 /// one of racing uploads wins. The claim expires with the upload link.
 async fn claim_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
-    if !awaits_upload(state, object).await? {
+    if !awaits_upload(state.store.as_ref(), object).await? {
         return Ok(false);
     }
     let expires = chrono::Utc::now().timestamp() + UPLOAD_LINK_VALIDITY.as_secs() as i64;
@@ -143,9 +143,9 @@ pub async fn resume(state: &AppState) -> Result<()> {
 
 /// Settles the version waiting for `object` as failed, for a reason found before ingest could
 /// run (an archive the provider would not give).
-pub async fn fail(state: &AppState, object: &ObjectId, reason: &str) -> Result<()> {
-    let Some((upload, version)) = pending(state.store.as_ref(), object).await? else { return Ok(()) };
-    match settle(state.store.as_ref(), object, &upload, &version, Err(reason.to_owned()), None).await {
+pub async fn fail(store: &dyn ItemStore, object: &ObjectId, reason: &str) -> Result<()> {
+    let Some((upload, version)) = pending(store, object).await? else { return Ok(()) };
+    match settle(store, object, &upload, &version, Err(reason.to_owned()), None).await {
         Err(RegistryError::NotFound) | Ok(_) => Ok(()),
         Err(e) => Err(e),
     }

@@ -186,7 +186,7 @@ async fn show_module_by_id(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let (module, org) = modules::get_by_id(&state, &principal, &id).await?;
+    let (module, org) = modules::get_by_id(state.store.as_ref(), &principal, &id).await?;
     Ok(Document::one(render::module(&module, &org, &principal)))
 }
 

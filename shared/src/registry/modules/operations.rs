@@ -32,8 +32,7 @@ pub async fn get(
     Ok((Shown { module: read.module, statuses: read.statuses }, read.org))
 }
 
-pub async fn get_by_id(state: &AppState, principal: &Principal, id: &str) -> Result<(Shown, Organization)> {
-    let store = state.store.as_ref();
+pub async fn get_by_id(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<(Shown, Organization)> {
     let module: Module = pointer::resolve(store, id).await?.ok_or(RegistryError::NotFound)?;
     access::require(principal, &module.org_id, Permission::Read)?;
     let org = access::get_by_id(store, &module.org_id).await?;

@@ -204,7 +204,7 @@ impl Paging {
 
 /// The latest `ok` version of each module, optionally of one provider and matching a search.
 async fn latest_of(
-    state: &AppState,
+    store: &dyn ItemStore,
     orgs: &[Organization],
     provider: Option<&str>,
     q: Option<&str>,
@@ -212,7 +212,7 @@ async fn latest_of(
     let q = q.map(str::to_lowercase);
     let mut out = Vec::new();
     for org in orgs {
-        let modules = private_modules(state.store.as_ref(), org).await?;
+        let modules = private_modules(store, org).await?;
         let shown: Vec<(&Module, &VersionStatus)> = modules
             .iter()
             .filter(|module| provider.is_none_or(|p| p == module.provider.as_str()))
@@ -227,8 +227,7 @@ async fn latest_of(
             })
             .filter_map(|module| Some((module, module.latest.as_ref()?)))
             .collect();
-        let counts =
-            downloads(state.store.as_ref(), &shown.iter().map(|(module, _)| *module).collect::<Vec<_>>()).await?;
+        let counts = downloads(store, &shown.iter().map(|(module, _)| *module).collect::<Vec<_>>()).await?;
         out.extend(shown.iter().zip(counts).map(|((module, latest), count)| summary(org, module, latest, count)));
     }
     Ok(out)
@@ -238,7 +237,7 @@ async fn list_all(State(state): State<AppState>, caller: Caller, RawQuery(raw): 
     let principal = caller?;
     let paging = Paging::parse(raw)?;
     let orgs = visible_organizations(state.store.as_ref(), &principal).await?;
-    let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), None).await?;
+    let modules = latest_of(state.store.as_ref(), &orgs, paging.params.non_empty("provider"), None).await?;
     Ok(paging.respond(PREFIX, modules))
 }
 
@@ -250,7 +249,7 @@ async fn list_namespace(
 ) -> Result<Json<Value>> {
     let (_, org) = namespace(state.store.as_ref(), caller, &ns).await?;
     let paging = Paging::parse(raw)?;
-    let modules = latest_of(&state, &[org], paging.params.non_empty("provider"), None).await?;
+    let modules = latest_of(state.store.as_ref(), &[org], paging.params.non_empty("provider"), None).await?;
     Ok(paging.respond(&format!("{PREFIX}/{ns}"), modules))
 }
 
@@ -259,7 +258,7 @@ async fn search(State(state): State<AppState>, caller: Caller, RawQuery(raw): Ra
     let paging = Paging::parse(raw)?;
     let q = paging.params.non_empty("q").ok_or_else(|| ProtocolError::BadRequest("q is required".into()))?.to_owned();
     let orgs = visible_organizations(state.store.as_ref(), &principal).await?;
-    let modules = latest_of(&state, &orgs, paging.params.non_empty("provider"), Some(&q)).await?;
+    let modules = latest_of(state.store.as_ref(), &orgs, paging.params.non_empty("provider"), Some(&q)).await?;
     Ok(paging.respond(&format!("{PREFIX}/search"), modules))
 }
 

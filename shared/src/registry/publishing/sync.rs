@@ -205,7 +205,7 @@ impl Worker for Vcs<'_> {
             Work::Sync { module, .. } => show_reason(store, module, Some(&shown), Some("setup_failed")).await,
             Work::Fetch { module, object, .. } => {
                 if let Some(object) = ObjectId::parse(object) {
-                    ingest::fail(state, &object, &shown).await?;
+                    ingest::fail(state.store.as_ref(), &object, &shown).await?;
                 }
                 show_reason(store, module, Some(&shown), None).await
             }
@@ -323,7 +323,7 @@ async fn fetch(state: &AppState, module_key: &Key, object: &str, git_ref: &str) 
         Err(e @ VcsError::Upstream(_)) => return Err(e.into()),
         Err(unreadable) => {
             let reason = format!("the repository archive at {git_ref} could not be read: {unreadable}");
-            return ingest::fail(state, &object, &reason).await;
+            return ingest::fail(state.store.as_ref(), &object, &reason).await;
         }
     };
     let limits = state.config.archive_limits;
@@ -340,7 +340,7 @@ async fn fetch(state: &AppState, module_key: &Key, object: &str, git_ref: &str) 
             state.blobs.put_file(&object, file.path()).await?;
             ingest::object_created(state, &object).await?;
         }
-        Err(reason) => ingest::fail(state, &object, &reason).await?,
+        Err(reason) => ingest::fail(state.store.as_ref(), &object, &reason).await?,
     }
     Ok(())
 }
