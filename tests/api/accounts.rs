@@ -587,3 +587,19 @@ async fn safe_delete_removes_a_workspace_whose_state_holds_nothing_for_those_who
     assert_eq!(by_name.status, 204, "{:?}", by_name.body);
     assert_eq!(app.get("/api/v2/organizations/acme/workspaces/dev", &owners).await.status, 404);
 }
+
+#[tokio::test]
+async fn of_requests_racing_for_a_workspace_lock_exactly_one_takes_it() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
+    let id = created.body["data"]["id"].as_str().unwrap().to_owned();
+    let racers = (0..8).map(|i| {
+        let (app, id, owners) = (&app, &id, &owners);
+        async move { action(app, id, "lock", owners, &format!(r#"{{"reason": "racer {i}"}}"#)).await.status.as_u16() }
+    });
+    let mut statuses = futures::future::join_all(racers).await;
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409, 409, 409, 409, 409, 409, 409]);
+    let shown = app.get(&format!("/api/v2/workspaces/{id}"), &owners).await;
+    assert!(shown.body["data"]["attributes"]["locked-reason"].as_str().unwrap().starts_with("racer "));
+}

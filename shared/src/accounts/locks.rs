@@ -6,10 +6,10 @@
 
 use super::access::Organization;
 use super::error::{AccountsError, Result};
-use super::workspaces::{find, Lock, Workspace, WorkspaceAt};
+use super::workspaces::{find, reread, Lock, Workspace, WorkspaceAt};
 use crate::api::{timestamp, Field};
 use crate::auth::{Permission, Principal};
-use crate::store::{pointer, retry_on_race, ItemStore, Write};
+use crate::store::{retry_on_race, ItemStore, Write};
 
 /// The longest reason a lock keeps, in bytes.
 pub const MAX_REASON: usize = 1024;
@@ -35,7 +35,7 @@ pub async fn change(
     id: &str,
     change: LockChange,
 ) -> Result<(Workspace, Organization)> {
-    let (_, org) = find(store, principal, WorkspaceAt::Id(id), Permission::ManageWorkspaces).await?;
+    let (found, org) = find(store, principal, WorkspaceAt::Id(id), Permission::ManageWorkspaces).await?;
     if let LockChange::Lock { reason: Some(reason) } = &change {
         if reason.len() > MAX_REASON {
             let detail = format!("is longer than {MAX_REASON} bytes");
@@ -43,9 +43,11 @@ pub async fn change(
         }
     }
     let caller = principal.user_id();
-    let (change, caller) = (&change, &caller);
-    let changed = retry_on_race(|| async move {
-        let current: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+    let (change, caller, mut first) = (&change, &caller, Some(found));
+    let changed = retry_on_race(|| {
+        let first = first.take();
+        async move {
+        let current = reread(store, id, first).await?;
         let locked_by =
             match (change, &current.locked_by) {
                 (LockChange::Lock { .. }, Some(_)) => return Err(conflict("The workspace is locked already.")),
@@ -71,6 +73,7 @@ pub async fn change(
             Ok(()) => Ok(Some(workspace)),
             Err(e) if e.is_condition_failed() => Ok(None),
             Err(e) => Err(e.into()),
+        }
         }
     })
     .await?;

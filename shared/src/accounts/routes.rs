@@ -347,7 +347,16 @@ async fn list_workspaces(
     Path(org): Path<String>,
     listing: Listing,
 ) -> Result<Document> {
-    refuse_unsupported_filters(&listing)?;
+    // HCP's filters Hangar does not apply.
+    let unsupported = [
+        "search[tags]",
+        "search[exclude-tags]",
+        "search[wildcard-name]",
+        "filter[project][id]",
+        "filter[current-run][status]",
+        "filter[tagged]",
+    ];
+    listing.params.refuse(&unsupported, "Hangar does not filter workspaces by this; use `search[name]`")?;
     let search = listing.params.non_empty("search[name]");
     let (list, matching, org) = workspaces::list(state.store.as_ref(), &principal, &org, search, &listing.page).await?;
     let resources = list.iter().map(|ws| render::workspace(ws, &org.name, &principal)).collect();
@@ -393,28 +402,7 @@ async fn delete_workspace_by_name(
     Ok(StatusCode::NO_CONTENT)
 }
 
-/// HCP's workspace filters Hangar does not apply: refused, never ignored (an ignored filter would
-/// answer every workspace).
-fn refuse_unsupported_filters(listing: &Listing) -> Result<()> {
-    for name in [
-        "search[tags]",
-        "search[exclude-tags]",
-        "search[wildcard-name]",
-        "filter[project][id]",
-        "filter[current-run][status]",
-        "filter[tagged]",
-    ] {
-        if listing.params.non_empty(name).is_some() {
-            return Err(ApiError::invalid_parameter(
-                name,
-                "Hangar does not filter workspaces by this; use `search[name]`",
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// HCP's `safe-delete`: refused (409) while the workspace's state holds resources.
+/// HCP's `safe-delete`: refused (409) while the workspace is locked or its state holds resources.
 async fn safe_delete_workspace(
     State(state): State<AppState>,
     principal: Principal,

@@ -274,45 +274,59 @@ pub async fn update(
     changes: WorkspaceChanges,
 ) -> Result<(Workspace, Organization)> {
     let (current, org) = find(store, principal, at, Permission::ManageWorkspaces).await?;
-    Ok((apply(store, &current, changes).await?, org))
+    Ok((apply(store, current, changes).await?, org))
 }
 
-async fn apply(store: &dyn ItemStore, current: &Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
+/// The workspace an attempt of a change starts from: the one read to check the caller's
+/// permission for the first attempt (its write is conditioned on that read), read afresh by id
+/// after a lost race.
+pub(super) async fn reread(store: &dyn ItemStore, id: &str, first: Option<Workspace>) -> Result<Workspace> {
+    match first {
+        Some(workspace) => Ok(workspace),
+        None => pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound),
+    }
+}
+
+async fn apply(store: &dyn ItemStore, current: Workspace, changes: WorkspaceChanges) -> Result<Workspace> {
     if let Some(name) = &changes.name {
         names::check(name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     }
-    let (id, changes) = (&current.id, &changes);
-    let updated = retry_on_race(|| async move {
-        let current: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
-        let mut workspace = current.next();
-        if let Some(name) = &changes.name {
-            workspace.name = name.clone();
-        }
-        if changes.description.is_some() {
-            workspace.description = changes.description.clone();
-        }
-        let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
-        (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
-        let renamed = workspace.name != current.name;
-        let mut transaction = Transaction::new();
-        // The workspace's item under its new name, when it is renamed: the claim on that name.
-        let name_claim = if !renamed {
-            transaction.add(Write::Put { item: workspace.to_item()?, condition: current.unchanged() });
-            None
-        } else {
-            let claim = transaction.add(Write::Put { item: workspace.to_item()?, condition: Condition::NotExists });
-            transaction.add(Write::Delete { key: current.key(), condition: current.unchanged() });
-            transaction.add(pointer::retarget(&workspace.id, &workspace.key())?);
-            Some(claim)
-        };
-        pool_writes(store, &workspace, current.agent_pool_id.as_deref(), &mut transaction).await?;
-        match transaction.commit(store).await {
-            Ok(()) => Ok(Some(workspace)),
-            Err(e) if name_claim.is_some_and(|claim| e.failed_on(claim)) => {
-                Err(AccountsError::taken(Field::Attribute("name")))
+    let id = current.id.clone();
+    let (id, changes, mut first) = (&id, &changes, Some(current));
+    let updated = retry_on_race(|| {
+        let first = first.take();
+        async move {
+            let current = reread(store, id, first).await?;
+            let mut workspace = current.next();
+            if let Some(name) = &changes.name {
+                workspace.name = name.clone();
             }
-            Err(e) if e.is_condition_failed() => Ok(None),
-            Err(e) => Err(e.into()),
+            if changes.description.is_some() {
+                workspace.description = changes.description.clone();
+            }
+            let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
+            (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
+            let renamed = workspace.name != current.name;
+            let mut transaction = Transaction::new();
+            // The workspace's item under its new name, when it is renamed: the claim on that name.
+            let name_claim = if !renamed {
+                transaction.add(Write::Put { item: workspace.to_item()?, condition: current.unchanged() });
+                None
+            } else {
+                let claim = transaction.add(Write::Put { item: workspace.to_item()?, condition: Condition::NotExists });
+                transaction.add(Write::Delete { key: current.key(), condition: current.unchanged() });
+                transaction.add(pointer::retarget(&workspace.id, &workspace.key())?);
+                Some(claim)
+            };
+            pool_writes(store, &workspace, current.agent_pool_id.as_deref(), &mut transaction).await?;
+            match transaction.commit(store).await {
+                Ok(()) => Ok(Some(workspace)),
+                Err(e) if name_claim.is_some_and(|claim| e.failed_on(claim)) => {
+                    Err(AccountsError::taken(Field::Attribute("name")))
+                }
+                Err(e) if e.is_condition_failed() => Ok(None),
+                Err(e) => Err(e.into()),
+            }
         }
     })
     .await?;
@@ -348,43 +362,47 @@ pub async fn list(
 /// resources.
 pub async fn delete(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>, safe: bool) -> Result<()> {
     let (workspace, _) = find(store, principal, at, Permission::ManageWorkspaces).await?;
-    remove(store, &workspace, safe).await
+    remove(store, workspace, safe).await
 }
 
 /// Checked on the workspace as the deletion reads it (and conditioned on that read), so a state
 /// written meanwhile is seen.
-async fn remove(store: &dyn ItemStore, workspace: &Workspace, safe: bool) -> Result<()> {
-    let id = &workspace.id;
-    let deleted = retry_on_race(|| async move {
-        let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
-        // go-tfe tells this refusal by the word "locked" (ErrWorkspaceLockedCannotDelete).
-        if safe && workspace.locked_by.is_some() {
-            return Err(AccountsError::Conflict(
-                "The workspace is locked: unlock it before deleting it with safe-delete.".into(),
-            ));
-        }
-        if safe && workspace.resource_count > 0 {
-            return Err(AccountsError::Conflict(format!(
-                "The workspace's state holds {} resources: destroy them first, or delete it without safe-delete.",
-                workspace.resource_count
-            )));
-        }
-        let mut transaction = Transaction::new();
-        transaction.add(Write::Delete { key: workspace.key(), condition: workspace.unchanged() });
-        transaction.add(pointer::remove(&workspace.id));
-        let org_active = transaction.add(join(&workspace.org_id, WORKSPACE_COUNT, -1));
-        let mut pools = workspace.allowed_by.clone();
-        pools.extend(workspace.agent_pool_id.iter().filter(|id| !workspace.allowed_by.contains(id)).cloned());
-        let mut pool_writes = pool::forget(store, &workspace.org_id, &pools, &workspace.id).await?;
-        // Beyond one transaction, the rest follow; a pool left naming a deleted workspace keeps
-        // working (entries it already lists are never checked again).
-        let rest = pool_writes.split_off(pool_writes.len().min(MAX_TRANSACTION_WRITES - transaction.len()));
-        transaction.extend(pool_writes);
-        match transaction.commit(store).await {
-            Ok(()) => Ok(Some(rest)),
-            Err(e) if e.failed_on(org_active) => Err(AccountsError::NotFound),
-            Err(e) if e.is_condition_failed() => Ok(None),
-            Err(e) => Err(e.into()),
+async fn remove(store: &dyn ItemStore, workspace: Workspace, safe: bool) -> Result<()> {
+    let id = workspace.id.clone();
+    let (id, mut first) = (&id, Some(workspace));
+    let deleted = retry_on_race(|| {
+        let first = first.take();
+        async move {
+            let workspace = reread(store, id, first).await?;
+            // go-tfe tells this refusal by the word "locked" (ErrWorkspaceLockedCannotDelete).
+            if safe && workspace.locked_by.is_some() {
+                return Err(AccountsError::Conflict(
+                    "The workspace is locked: unlock it before deleting it with safe-delete.".into(),
+                ));
+            }
+            if safe && workspace.resource_count > 0 {
+                return Err(AccountsError::Conflict(format!(
+                    "The workspace's state holds {} resources: destroy them first, or delete it without safe-delete.",
+                    workspace.resource_count
+                )));
+            }
+            let mut transaction = Transaction::new();
+            transaction.add(Write::Delete { key: workspace.key(), condition: workspace.unchanged() });
+            transaction.add(pointer::remove(&workspace.id));
+            let org_active = transaction.add(join(&workspace.org_id, WORKSPACE_COUNT, -1));
+            let mut pools = workspace.allowed_by.clone();
+            pools.extend(workspace.agent_pool_id.iter().filter(|id| !workspace.allowed_by.contains(id)).cloned());
+            let mut pool_writes = pool::forget(store, &workspace.org_id, &pools, &workspace.id).await?;
+            // Beyond one transaction, the rest follow; a pool left naming a deleted workspace keeps
+            // working (entries it already lists are never checked again).
+            let rest = pool_writes.split_off(pool_writes.len().min(MAX_TRANSACTION_WRITES - transaction.len()));
+            transaction.extend(pool_writes);
+            match transaction.commit(store).await {
+                Ok(()) => Ok(Some(rest)),
+                Err(e) if e.failed_on(org_active) => Err(AccountsError::NotFound),
+                Err(e) if e.is_condition_failed() => Ok(None),
+                Err(e) => Err(e.into()),
+            }
         }
     })
     .await?;
@@ -393,7 +411,7 @@ async fn remove(store: &dyn ItemStore, workspace: &Workspace, safe: bool) -> Res
     })?;
     for chunk in rest.chunks(MAX_TRANSACTION_WRITES) {
         if let Err(e) = store.transact(chunk.to_vec()).await {
-            tracing::warn!(workspace = %workspace.id, error = %e, "a pool still names the deleted workspace");
+            tracing::warn!(workspace = %id, error = %e, "a pool still names the deleted workspace");
         }
     }
     Ok(())

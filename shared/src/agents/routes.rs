@@ -60,12 +60,10 @@ fn pool_query(listing: &Listing) -> Result<PoolQuery> {
             Some((field.to_owned(), descending))
         }
     };
-    if listing.params.non_empty("filter[allowed_projects][name]").is_some() {
-        return Err(ApiError::invalid_parameter(
-            "filter[allowed_projects][name]",
-            "Hangar has no projects, so agent pools cannot be filtered by project",
-        ));
-    }
+    listing.params.refuse(
+        &["filter[allowed_projects][name]"],
+        "Hangar has no projects, so agent pools cannot be filtered by project",
+    )?;
     Ok(PoolQuery {
         q: listing.params.non_empty("q").map(str::to_owned),
         sort,

@@ -27,6 +27,15 @@ impl QueryParams {
         self.get(name).map(str::trim).filter(|v| !v.is_empty())
     }
 
+    /// A 422 naming the first of `names` the query carries: a filter Hangar does not apply is
+    /// refused, never ignored (an ignored filter would answer everything).
+    pub fn refuse(&self, names: &[&str], why: &str) -> Result<(), ApiError> {
+        match names.iter().find(|name| self.non_empty(name).is_some()) {
+            Some(name) => Err(ApiError::invalid_parameter(*name, why)),
+            None => Ok(()),
+        }
+    }
+
     /// Every pair except the named ones (for links that keep the caller's filters).
     pub fn without(&self, names: &[&str]) -> Vec<(String, String)> {
         self.0.iter().filter(|(n, _)| !names.contains(&n.as_str())).cloned().collect()
