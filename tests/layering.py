@@ -26,12 +26,12 @@ LAYERS = {
     "app": 7, "lambda": 7, "jobs": 7, "bootstrap": 7,
     # The console calls every family's domain functions, so it sits above them and below app.
     "web": 6,
-    "registry": 5, "agents": 5, "broker": 5,
+    "registry": 5, "agents": 5, "broker": 5, "state_versions": 5,
     "accounts": 4,
     "auth": 3, "api": 3,
     "state": 2,
     "config": 1, "seal": 1, "blobs": 1, "store": 1, "aws": 1, "vcs": 1, "archive": 1, "ids": 1,
-    "names": 1, "lazy": 1, "owner_only": 1, "errors": 1, "identity": 1, "https": 1,
+    "names": 1, "lazy": 1, "owner_only": 1, "errors": 1, "identity": 1, "https": 1, "links": 1,
 }
 # Files placed apart from their folder's layer, with the reason.
 FILE_LAYERS = {

@@ -61,6 +61,14 @@ pub struct Config {
     pub public_url: Option<String>,
     pub admin_token: Option<String>,
     pub max_upload_bytes: u64,
+    /// The largest state a workspace keeps (`HANGAR_MAX_STATE_BYTES`, 64 MiB by default).
+    pub max_state_bytes: u64,
+    /// How long a state version's download links work (`HANGAR_STATE_LINK_SECONDS`, 300).
+    pub state_link_lifetime: std::time::Duration,
+    /// The key that signs links served without a bearer token (`HANGAR_LINK_KEY`; in AWS read
+    /// from the secret `HANGAR_LINK_KEY_SECRET_ARN` names). Unset, dev-server signs with a key
+    /// file in its data directory, and a deployed function signs no links.
+    pub link_key: Option<String>,
     pub archive_limits: ArchiveLimits,
     /// The public registry's module API that `/api/registry/public/v1` forwards to.
     pub public_registry_url: String,
@@ -288,6 +296,10 @@ mod range {
 
     /// S3's largest single PUT, which an upload link is.
     pub const UPLOAD_BYTES: RangeInclusive<u64> = 1..=5 * GIB;
+    /// A state is read whole into a function's memory to parse it.
+    pub const STATE_BYTES: RangeInclusive<u64> = 1..=GIB;
+    /// A second to an hour.
+    pub const STATE_LINK_SECONDS: RangeInclusive<u64> = 1..=3600;
     pub const ARCHIVE_COMPRESSED_BYTES: RangeInclusive<u64> = 1..=5 * GIB;
     pub const ARCHIVE_UNCOMPRESSED_BYTES: RangeInclusive<u64> = 1..=64 * GIB;
     pub const ARCHIVE_ENTRIES: RangeInclusive<u64> = 1..=1_000_000;
@@ -378,6 +390,9 @@ impl Default for Config {
             public_url: None,
             admin_token: None,
             max_upload_bytes: 512 * MIB,
+            max_state_bytes: 64 * MIB,
+            state_link_lifetime: std::time::Duration::from_secs(300),
+            link_key: None,
             archive_limits: ArchiveLimits::default(),
             public_registry_url: "https://registry.terraform.io/v1/modules".into(),
             public_registry_timeout: std::time::Duration::from_secs(10),
@@ -478,6 +493,14 @@ impl Config {
             public_url: var("HANGAR_PUBLIC_URL").map(|url| url.trim_end_matches('/').to_owned()),
             admin_token: var("HANGAR_ADMIN_TOKEN"),
             max_upload_bytes,
+            max_state_bytes: number(var, "HANGAR_MAX_STATE_BYTES", defaults.max_state_bytes, range::STATE_BYTES)?,
+            state_link_lifetime: std::time::Duration::from_secs(number(
+                var,
+                "HANGAR_STATE_LINK_SECONDS",
+                defaults.state_link_lifetime.as_secs(),
+                range::STATE_LINK_SECONDS,
+            )?),
+            link_key: var("HANGAR_LINK_KEY"),
             archive_limits,
             public_registry_url: var("HANGAR_PUBLIC_REGISTRY_URL")
                 .map(|url| url.trim_end_matches('/').to_owned())
@@ -588,6 +611,8 @@ mod tests {
         let limits = config.archive_limits;
         for (value, range) in [
             (config.max_upload_bytes, range::UPLOAD_BYTES),
+            (config.max_state_bytes, range::STATE_BYTES),
+            (config.state_link_lifetime.as_secs(), range::STATE_LINK_SECONDS),
             (limits.max_compressed_bytes, range::ARCHIVE_COMPRESSED_BYTES),
             (limits.max_uncompressed_bytes, range::ARCHIVE_UNCOMPRESSED_BYTES),
             (limits.max_entries as u64, range::ARCHIVE_ENTRIES),

@@ -32,10 +32,11 @@ pub enum Kind {
     OAuthClient,
     OAuthToken,
     Module,
+    StateVersion,
 }
 
 impl Kind {
-    const ALL: [Kind; 8] = [
+    const ALL: [Kind; 9] = [
         Kind::Team,
         Kind::Workspace,
         Kind::AgentPool,
@@ -44,6 +45,7 @@ impl Kind {
         Kind::OAuthClient,
         Kind::OAuthToken,
         Kind::Module,
+        Kind::StateVersion,
     ];
 
     /// The prefix of this kind's ids, before the dash.
@@ -57,6 +59,7 @@ impl Kind {
             Kind::OAuthClient => "oc",
             Kind::OAuthToken => "ot",
             Kind::Module => "mod",
+            Kind::StateVersion => "sv",
         }
     }
 

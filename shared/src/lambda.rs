@@ -14,8 +14,9 @@ pub type Error = lambda_http::Error;
 
 /// The functions, one per resource family (`functions/*`, each a resource of template.yaml), by
 /// their package and binary names.
-pub const FUNCTIONS: [&str; 10] = [
+pub const FUNCTIONS: [&str; 11] = [
     "accounts",
+    "state-versions",
     "registry-api",
     "registry-protocol",
     "registry-ingest",
@@ -38,14 +39,16 @@ pub async fn state_from_env<B: DeployedBlobs>() -> Result<AppState, Error> {
     Ok(state)
 }
 
-/// In AWS the site-admin and root service tokens come from the Secrets Manager secrets the
-/// stack generates (`HANGAR_ADMIN_TOKEN_SECRET_ARN`, `HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN`):
+/// In AWS the site-admin and root service tokens, and the key that signs links, come from the
+/// Secrets Manager secrets the stack generates (`HANGAR_ADMIN_TOKEN_SECRET_ARN`,
+/// `HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN`, `HANGAR_LINK_KEY_SECRET_ARN`):
 /// read once at cold start, installed (hashed) like the plain variables, never logged. A function
 /// not given a secret's ARN leaves that token as it is (see `bootstrap`).
 async fn bootstrap_tokens_from_secrets(config: &mut Config, aws: &AwsBase) -> Result<(), Error> {
     let arn = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let (admin, root) = (arn("HANGAR_ADMIN_TOKEN_SECRET_ARN"), arn("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"));
-    if admin.is_none() && root.is_none() {
+    let link_key = arn("HANGAR_LINK_KEY_SECRET_ARN");
+    if admin.is_none() && root.is_none() && link_key.is_none() {
         return Ok(());
     }
     let secrets = aws_sdk_secretsmanager::Client::new(aws.config().await);
@@ -64,6 +67,9 @@ async fn bootstrap_tokens_from_secrets(config: &mut Config, aws: &AwsBase) -> Re
     }
     if let Some(arn) = root {
         config.root_service_token = Some(read(arn).await?);
+    }
+    if let Some(arn) = link_key {
+        config.link_key = Some(read(arn).await?);
     }
     Ok(())
 }

@@ -19,6 +19,7 @@ pub mod web;
 pub mod agents;
 pub mod broker;
 pub mod registry;
+pub mod state_versions;
 
 // Organizations, teams, tokens, workspaces, and the access checks every family uses.
 pub mod accounts;
@@ -40,6 +41,7 @@ pub mod https;
 pub mod identity;
 pub mod ids;
 pub mod lazy;
+pub mod links;
 pub mod names;
 pub mod owner_only;
 pub mod seal;

@@ -9,6 +9,7 @@ use crate::blobs::{Blobs, DeployedBlobs, LocalBlobs, WithS3};
 use crate::config::{Config, StoreKind};
 use crate::identity::{KmsSigner, LocalSigner, SharedTokenSigner};
 use crate::lazy::LazyClient;
+use crate::links::LinkSigner;
 use crate::seal::{KmsSealer, LocalSealer, SharedSealer};
 use crate::store::{DynamoStore, Store};
 
@@ -54,6 +55,9 @@ pub struct StateParts {
     pub work: Arc<tokio::sync::Notify>,
     /// The broker's AWS clients, one per distinct root configuration, built on first use.
     pub clouds: Arc<tokio::sync::Mutex<Vec<(CloudSettings, SharedCloud)>>>,
+    /// Signs the links served without a bearer token (state downloads); `None` where no key is
+    /// configured (a deployed function not given one).
+    pub links: Option<LinkSigner>,
     /// Signs the broker's workload identity tokens: a KMS key in AWS, a key file locally;
     /// `None` where no key is configured.
     pub identity: Option<SharedTokenSigner>,
@@ -130,7 +134,7 @@ impl AppState {
                 if init {
                     store.create_table_if_missing().await?;
                 }
-                let blobs = B::connect(sdk, &config.bucket, init).await?;
+                let blobs = B::connect(sdk, &config.bucket, config.kms_key_id.as_deref(), init).await?;
                 (Arc::new(store), blobs, None)
             }
         };
@@ -151,7 +155,7 @@ impl AppState {
                 LazyClient::of_sdk(aws.config().await, aws_sdk_kms::Client::new),
                 key_id.clone(),
             )),
-            None => Arc::new(LocalSealer::open(&data_dir(&config)?.join("broker-seal.key"))?),
+            None => Arc::new(LocalSealer::open(&data_dir(&config)?.join(SEAL_KEY_FILE))?),
         };
         let identity: Option<SharedTokenSigner> = match (&config.identity_kms_key_id, config.store) {
             (Some(key_id), _) => Some(Arc::new(KmsSigner::new(
@@ -159,6 +163,11 @@ impl AppState {
                 key_id.clone(),
             ))),
             (None, StoreKind::Sqlite) => Some(Arc::new(LocalSigner::open(&data_dir(&config)?.join("identity.key"))?)),
+            (None, StoreKind::Dynamodb) => None,
+        };
+        let links = match (&config.link_key, config.store) {
+            (Some(key), _) => Some(LinkSigner::new(key.as_bytes().to_vec())),
+            (None, StoreKind::Sqlite) => Some(LinkSigner::new(crate::blobs::signing_key(data_dir(&config)?)?)),
             (None, StoreKind::Dynamodb) => None,
         };
         let work = Arc::new(tokio::sync::Notify::new());
@@ -174,12 +183,16 @@ impl AppState {
             sealer,
             work,
             clouds,
+            links,
             identity,
             aws,
             org_hints,
         })))
     }
 }
+
+/// The data directory's sealing key (named before it sealed anything but the broker's secrets).
+const SEAL_KEY_FILE: &str = "broker-seal.key";
 
 /// The data directory, created when missing, its owner's alone (`owner_only`).
 fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
@@ -199,6 +212,7 @@ const OWNED_ENTRIES: &[&str] = &[
     "hangar.db-journal",
     "objects",
     "uploads",
+    "sealed",
     "tls",
     "broker-seal.key",
     "identity.key",
@@ -232,8 +246,10 @@ fn embedded(config: &Config) -> Result<(Store, Blobs, Option<LocalBlobs>), BootE
         crate::config::StoreSharing::Shared => crate::store::SqliteStore::open(path)?,
         crate::config::StoreSharing::Exclusive => crate::store::SqliteStore::open_exclusive(path)?,
     };
-    let key = crate::blobs::signing_key(dir)?;
-    let local = LocalBlobs::new(dir, key, config.public_url.clone().unwrap_or_default(), config.max_upload_bytes)?;
+    let links = LinkSigner::new(crate::blobs::signing_key(dir)?);
+    let sealer = LocalSealer::open(&dir.join(SEAL_KEY_FILE))?;
+    let base_url = config.public_url.clone().unwrap_or_default();
+    let local = LocalBlobs::new(dir, links, sealer, base_url, config.max_upload_bytes)?;
     // The files the store has just made (SQLite makes them 0644), before anything is served.
     tighten(dir, false)?;
     Ok((Arc::new(store), Arc::new(local.clone()), Some(local)))

@@ -23,6 +23,7 @@ const EXPECTED: &str = "expected.json";
 fn router(function: &str, state: &AppState) -> Option<axum::Router> {
     let router = match function {
         "accounts" => routers::accounts,
+        "state-versions" => routers::state_versions,
         "registry-api" => routers::registry_api,
         "registry-protocol" => routers::registry_protocol,
         "agent-pools" => routers::agent_pools,

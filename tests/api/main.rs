@@ -22,6 +22,7 @@ mod registry_protocol;
 mod registry_proxy;
 mod reseal;
 mod round_trips;
+mod state_versions;
 mod store_throttle;
 mod template;
 mod uploads;

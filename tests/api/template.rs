@@ -80,8 +80,9 @@ fn writes_iam_or_calls_sts(actions: &str) -> bool {
     actions.contains("sts:") || IAM_WRITES.iter().any(|verb| actions.contains(&format!("iam:{verb}")))
 }
 
-const FUNCTION_RESOURCES: [(&str, &str); 10] = [
+const FUNCTION_RESOURCES: [(&str, &str); 11] = [
     ("accounts", "AccountsFunction"),
+    ("state-versions", "StateVersionsFunction"),
     ("registry-api", "RegistryApiFunction"),
     ("registry-protocol", "RegistryProtocolFunction"),
     ("registry-ingest", "RegistryIngestFunction"),

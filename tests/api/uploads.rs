@@ -88,6 +88,18 @@ impl BlobStore for SwappedAfterFirstRead {
     async fn put_file(&self, id: &ObjectId, file: &std::path::Path) -> Result<(), BlobError> {
         self.inner.put_file(id, file).await
     }
+    async fn delete_sealed(&self, id: &ObjectId) -> Result<(), BlobError> {
+        self.inner.delete_sealed(id).await
+    }
+    async fn put_sealed(&self, id: &ObjectId, body: bytes::Bytes) -> Result<(), BlobError> {
+        self.inner.put_sealed(id, body).await
+    }
+    async fn open_sealed(&self, id: &ObjectId) -> Result<bytes::Bytes, BlobError> {
+        self.inner.open_sealed(id).await
+    }
+    async fn sealed_download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<Option<String>, BlobError> {
+        self.inner.sealed_download_url(id, valid_for).await
+    }
 }
 
 #[tokio::test]

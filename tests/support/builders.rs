@@ -176,3 +176,49 @@ async fn with_acme(app: TestApp) -> (TestApp, String) {
     let owners = app.owners_token("acme").await;
     (app, owners)
 }
+
+// ----- workspaces' state -----
+
+/// A Terraform state (format 4) with `serial`, `lineage` and one output per `(name, value,
+/// sensitive)`, and one managed resource.
+pub fn terraform_state(serial: u64, lineage: &str, outputs: &[(&str, Value, bool)]) -> Vec<u8> {
+    let outputs: serde_json::Map<String, Value> = outputs
+        .iter()
+        .map(|(name, value, sensitive)| {
+            (name.to_string(), json!({ "value": value, "type": "string", "sensitive": sensitive }))
+        })
+        .collect();
+    let state = json!({
+        "version": 4, "terraform_version": "1.0.3", "serial": serial, "lineage": lineage,
+        "outputs": outputs,
+        "resources": [{
+            "mode": "managed", "type": "null_resource", "name": "one",
+            "provider": "provider[\"registry.terraform.io/hashicorp/null\"]",
+            "instances": [{ "schema_version": 0, "attributes": { "id": "1" } }]
+        }]
+    });
+    serde_json::to_vec_pretty(&state).expect("a state serializes")
+}
+
+/// A state-version document carrying `state` inline, as the CLI's remote backend sends it.
+pub fn state_version_body(state: &[u8], serial: u64, force: bool) -> Value {
+    use base64::Engine;
+    use md5::Digest;
+    json!({"data": {"type": "state-versions", "attributes": {
+        "serial": serial,
+        "md5": hex::encode(md5::Md5::digest(state)),
+        "force": force,
+        "state": base64::engine::general_purpose::STANDARD.encode(state),
+    }}})
+}
+
+/// Locks the workspace `id` as `token`'s holder.
+pub async fn lock(app: &TestApp, token: &str, id: &str) {
+    let reply = app.post(&format!("/api/v2/workspaces/{id}/actions/lock"), token, json!({"reason": "test"})).await;
+    assert_eq!(reply.status, 200, "locking {id}: {:?}", reply.body);
+}
+
+/// Writes `state` (serial `serial`) to the workspace `id`, which `token` holds locked.
+pub async fn write_state(app: &TestApp, token: &str, id: &str, state: &[u8], serial: u64) -> Reply {
+    app.post(&format!("/api/v2/workspaces/{id}/state-versions"), token, state_version_body(state, serial, false)).await
+}

@@ -123,6 +123,14 @@ impl Running {
     }
 }
 
+fn data_dir_link_key(dir: &std::path::Path) -> Result<String, Error> {
+    let failed = |source| BootError::DataDir { path: dir.display().to_string(), source };
+    hangar::owner_only::create_dir_all(dir).map_err(failed)?;
+    let key = hangar::blobs::signing_key(dir).map_err(BootError::from)?;
+    // The key file holds random letters and digits.
+    Ok(String::from_utf8_lossy(&key).into_owned())
+}
+
 /// Builds the state from `config` and `options`, binds, and serves in the background.
 pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
     let listener =
@@ -133,6 +141,10 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
 
     let mut config = options.configure(config);
     config.public_url.get_or_insert_with(|| url.clone());
+    if config.link_key.is_none() {
+        // dev-server signs links with its data directory's key, whichever store it runs on.
+        config.link_key = Some(data_dir_link_key(&config.data_dir)?);
+    }
     let state = AppState::build(config, options.init).await?;
     let generated = install_tokens(&state, Unconfigured::Generate).await?;
     let (generated_admin_token, generated_root_token) = (generated.admin_token, generated.root_service_token);

@@ -3,6 +3,7 @@
 
 pub mod access;
 pub mod cascade;
+pub mod entitlements;
 mod error;
 pub mod locks;
 pub mod oauth;

@@ -3,8 +3,9 @@
 use serde_json::{json, Value};
 
 use super::access::Organization;
+use super::entitlements::Entitlements;
 use super::teams::{Team, TeamToken};
-use super::workspaces::Workspace;
+use super::workspaces::{Workspace, WorkspacePermissions};
 use crate::api::Resource;
 use crate::auth::{Permission, Principal};
 
@@ -31,6 +32,39 @@ pub fn organization(org: &Organization, principal: &Principal) -> Resource {
         }),
     )
     .link("self", format!("/api/v2/organizations/{}", org.name))
+}
+
+/// An entitlement set as HCP shapes it: its id is the organization's, and every feature HCP
+/// names is there, false where Hangar does not serve it.
+pub fn entitlements(org: &Organization, features: &Entitlements) -> Resource {
+    Resource::new(
+        "entitlement-sets",
+        &org.id,
+        json!({
+            "agents": features.agents,
+            "audit-logging": false,
+            "configuration-designer": false,
+            "cost-estimation": false,
+            "global-run-tasks": false,
+            "module-tests-generation": false,
+            "operations": features.operations,
+            "private-module-registry": features.private_module_registry,
+            "private-policy-agents": false,
+            "private-run-tasks": false,
+            "private-vcs": false,
+            "run-tasks": false,
+            "self-serve-billing": false,
+            "sentinel": false,
+            "sso": false,
+            "state-storage": features.state_storage,
+            "teams": features.teams,
+            "usage-reporting": false,
+            "vcs-integrations": features.vcs_integrations,
+            "waypoint-actions": false,
+            "waypoint-templates-and-addons": false,
+        }),
+    )
+    .link("self", format!("/api/v2/entitlement-sets/{}", org.id))
 }
 
 pub fn team(team: &Team, org_name: &str) -> Resource {
@@ -72,9 +106,9 @@ pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
 }
 
 /// A workspace as HCP shapes it, with what `principal` may do with it. The permissions of what
-/// Hangar does not serve yet (state, runs, variables) are false.
+/// Hangar does not serve yet (runs, variables, tags, run tasks) are false.
 pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -> Resource {
-    let manages = principal.can(&workspace.org_id, Permission::ManageWorkspaces);
+    let may = WorkspacePermissions::of(principal, workspace);
     Resource::new(
         "workspaces",
         &workspace.id,
@@ -88,20 +122,20 @@ pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -
             "actions": { "is-destroyable": true },
             "permissions": {
                 "can-read-settings": true,
-                "can-update": manages,
-                "can-destroy": manages,
-                "can-force-delete": manages,
-                "can-lock": manages,
-                "can-unlock": manages,
-                "can-force-unlock": manages,
+                "can-update": may.manage,
+                "can-destroy": may.manage,
+                "can-force-delete": may.manage,
+                "can-lock": may.lock,
+                "can-unlock": may.lock,
+                "can-force-unlock": may.manage,
                 "can-queue-run": false,
                 "can-queue-apply": false,
                 "can-queue-destroy": false,
                 "can-read-variable": false,
                 "can-update-variable": false,
-                "can-read-state-versions": false,
-                "can-read-state-outputs": false,
-                "can-create-state-versions": false,
+                "can-read-state-versions": may.read_state,
+                "can-read-state-outputs": may.read_state_outputs,
+                "can-create-state-versions": may.write_state,
                 "can-manage-tags": false,
                 "can-manage-run-tasks": false,
             },
@@ -112,6 +146,7 @@ pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -
     .to_one("organization", "organizations", org_name)
     .to_one_or_null("locked-by", "users", workspace.locked_by.as_ref().map(|lock| lock.holder.as_str()))
     .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
+    .to_one_or_null("current-state-version", "state-versions", workspace.current_state.as_ref().map(|s| s.id.as_str()))
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
 }
 

@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::access;
+use super::entitlements;
 use super::locks::{self, LockChange};
 use super::oauth::{self, NewOAuthClient};
 use super::org_tokens;
@@ -35,6 +36,7 @@ pub fn router() -> Router<AppState> {
             "/api/v2/organizations/{org}",
             get(show_organization).patch(update_organization).delete(delete_organization),
         )
+        .route("/api/v2/organizations/{org}/entitlement-set", get(show_entitlements))
         .route("/api/v2/organizations/{org}/teams", get(list_teams).post(create_team))
         .route("/api/v2/teams/{id}", get(show_team).delete(delete_team))
         .route(
@@ -235,6 +237,15 @@ async fn create_organization_token(
     Ok(Document::one(render::organization_token(&token, Some(&secret))).created())
 }
 
+async fn show_entitlements(
+    State(state): State<AppState>,
+    principal: Principal,
+    Path(org): Path<String>,
+) -> Result<Document> {
+    let (org, features) = entitlements::of(state.store.as_ref(), &principal, &org).await?;
+    Ok(Document::one(render::entitlements(&org, &features)))
+}
+
 /// The organization token's metadata (never its secret), for the owners.
 async fn show_organization_token(
     State(state): State<AppState>,
@@ -388,7 +399,7 @@ async fn delete_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    workspaces::delete(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), false).await?;
+    workspaces::delete(state.store.as_ref(), state.blobs.as_ref(), &principal, WorkspaceAt::Id(&id), false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -398,7 +409,7 @@ async fn delete_workspace_by_name(
     Path((org, name)): Path<(String, String)>,
 ) -> Result<StatusCode> {
     let at = WorkspaceAt::Name { org: &org, name: &name };
-    workspaces::delete(state.store.as_ref(), &principal, at, false).await?;
+    workspaces::delete(state.store.as_ref(), state.blobs.as_ref(), &principal, at, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -408,7 +419,7 @@ async fn safe_delete_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<StatusCode> {
-    workspaces::delete(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), true).await?;
+    workspaces::delete(state.store.as_ref(), state.blobs.as_ref(), &principal, WorkspaceAt::Id(&id), true).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -418,7 +429,7 @@ async fn safe_delete_workspace_by_name(
     Path((org, name)): Path<(String, String)>,
 ) -> Result<StatusCode> {
     let at = WorkspaceAt::Name { org: &org, name: &name };
-    workspaces::delete(state.store.as_ref(), &principal, at, true).await?;
+    workspaces::delete(state.store.as_ref(), state.blobs.as_ref(), &principal, at, true).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -13,6 +13,7 @@ use crate::agents::pool;
 use crate::api::Field;
 use crate::api::PageRequest;
 use crate::auth::{Permission, Principal};
+use crate::blobs::BlobStore;
 use crate::ids::{new_id, Kind};
 use crate::names;
 use crate::store::{
@@ -48,6 +49,40 @@ pub struct Workspace {
     /// Who holds the workspace's lock, if anyone (taken and given back in `locks.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub locked_by: Option<Lock>,
+    /// The state the workspace holds now, if any: set by each state version's write, in the
+    /// same transaction, so a writer checks serial and lineage without reading the version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_state: Option<CurrentState>,
+    /// How many state versions it has had: the next one's place in its sequence.
+    #[serde(default)]
+    pub state_versions: u64,
+}
+
+/// What a workspace records of its current state version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurrentState {
+    pub id: String,
+    pub serial: u64,
+    pub lineage: String,
+}
+
+/// What a principal may do with a workspace and what it holds, as HCP's `permissions` block
+/// names it. Owners and teams that manage workspaces may do everything; until teams are granted
+/// access per workspace, other members of the organization see the workspace and nothing in it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkspacePermissions {
+    pub manage: bool,
+    pub lock: bool,
+    pub read_state_outputs: bool,
+    pub read_state: bool,
+    pub write_state: bool,
+}
+
+impl WorkspacePermissions {
+    pub fn of(principal: &Principal, workspace: &Workspace) -> Self {
+        let manage = principal.can(&workspace.org_id, Permission::ManageWorkspaces);
+        Self { manage, lock: manage, read_state_outputs: manage, read_state: manage, write_state: manage }
+    }
 }
 
 /// Who holds a workspace's lock, since when, and why.
@@ -98,6 +133,18 @@ pub fn allow_pool(workspace: &Workspace, pool_id: &str) -> Result<Write> {
     let mut next = workspace.next();
     next.allowed_by.push(pool_id.to_owned());
     Ok(Write::Put { item: next.to_item()?, condition: workspace.unchanged() })
+}
+
+/// The workspace as a new state version leaves it, and the write that stores it: conditional on
+/// the workspace being the one read, so of two writers of one workspace's state one fails and
+/// reads again.
+pub fn advance_state(workspace: &Workspace, current: CurrentState, resource_count: u64) -> Result<(Workspace, Write)> {
+    let mut next = workspace.next();
+    next.current_state = Some(current);
+    next.resource_count = resource_count;
+    next.state_versions += 1;
+    let write = Write::Put { item: next.to_item()?, condition: workspace.unchanged() };
+    Ok((next, write))
 }
 
 /// How a request sets a workspace's execution: a mode and, for `agent`, a pool.
@@ -205,6 +252,8 @@ pub async fn create(
         updated_at: None,
         resource_count: 0,
         locked_by: None,
+        current_state: None,
+        state_versions: 0,
     };
     // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.
     let ws = &workspace;
@@ -280,7 +329,7 @@ pub async fn update(
 /// The workspace an attempt of a change starts from: the one read to check the caller's
 /// permission for the first attempt (its write is conditioned on that read), read afresh by id
 /// after a lost race.
-pub(super) async fn reread(store: &dyn ItemStore, id: &str, first: Option<Workspace>) -> Result<Workspace> {
+pub async fn reread(store: &dyn ItemStore, id: &str, first: Option<Workspace>) -> Result<Workspace> {
     match first {
         Some(workspace) => Ok(workspace),
         None => pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound),
@@ -360,9 +409,19 @@ pub async fn list(
 /// either changed meanwhile.
 /// With `safe`, HCP's `safe-delete`: refused while the workspace is locked or its state holds
 /// resources.
-pub async fn delete(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>, safe: bool) -> Result<()> {
+/// What the workspace owned (its state versions and their states) goes after it.
+pub async fn delete(
+    store: &dyn ItemStore,
+    blobs: &dyn BlobStore,
+    principal: &Principal,
+    at: WorkspaceAt<'_>,
+    safe: bool,
+) -> Result<()> {
     let (workspace, _) = find(store, principal, at, Permission::ManageWorkspaces).await?;
-    remove(store, workspace, safe).await
+    let (org_id, id) = (workspace.org_id.clone(), workspace.id.clone());
+    remove(store, workspace, safe).await?;
+    super::cascade::purge_workspace(store, blobs, &org_id, &id).await?;
+    Ok(())
 }
 
 /// Checked on the workspace as the deletion reads it (and conditioned on that read), so a state

@@ -95,6 +95,10 @@ pub mod routers {
         edge(finish(crate::registry::protocol::router(), state))
     }
 
+    pub fn state_versions(state: AppState) -> Router {
+        edge(finish(crate::state_versions::router(), state))
+    }
+
     pub fn agent_pools(state: AppState) -> Router {
         edge(finish(crate::agents::router(), state))
     }
@@ -135,6 +139,7 @@ fn families() -> Router<AppState> {
         .merge(crate::accounts::router())
         .merge(crate::registry::router())
         .merge(crate::registry::protocol::router())
+        .merge(crate::state_versions::router())
         .merge(crate::agents::router())
         .merge(crate::agents::gateway::router())
         .merge(crate::broker::router())

@@ -12,17 +12,11 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, put};
 use axum::Router;
-use serde::Deserialize;
 
 use crate::api::ApiError;
 use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
 use crate::errors::Kind;
-
-#[derive(Debug, Deserialize)]
-struct Signed {
-    expires: i64,
-    signature: String,
-}
+use crate::links::Signed;
 
 /// `PUT /upload/{id}` and `GET /object/{id}` for signed links, accepting every validly signed
 /// upload.
@@ -60,7 +54,7 @@ impl UploadHooks for AcceptAll {
 fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, ApiError> {
     let id = ObjectId::parse(id).ok_or_else(ApiError::not_found)?;
     match link {
-        Some(Query(link)) if blobs.verify(method, &id, link.expires, &link.signature) => Ok(id),
+        Some(Query(link)) if blobs.verify(method, &id, &link) => Ok(id),
         _ => Err(ApiError::forbidden("The link's signature is invalid or has expired.")),
     }
 }

@@ -72,7 +72,9 @@ mod tests {
     fn served() -> Table {
         let mut table = routes_of(&super::super::families().route(super::PATH, axum::routing::get(super::serve)));
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let blobs = crate::blobs::LocalBlobs::new(dir.path(), vec![7; 32], String::new(), 1).expect("local blobs");
+        let links = crate::links::LinkSigner::new(vec![7; 32]);
+        let sealer = crate::seal::LocalSealer::open(&dir.path().join("seal.key")).expect("a sealer");
+        let blobs = crate::blobs::LocalBlobs::new(dir.path(), links, sealer, String::new(), 1).expect("local blobs");
         table.extend(routes_of(&super::super::objects::object_routes(blobs)));
         assert!(table.len() >= 50, "too few routes read from axum's Debug form: {table:?}");
         table

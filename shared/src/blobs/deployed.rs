@@ -14,8 +14,14 @@ use super::{BlobError, BlobReader, BlobStore, Blobs, ObjectId, S3Blobs};
 
 #[async_trait]
 pub trait DeployedBlobs {
-    /// Connects to the bucket (with `init`, creating it when missing).
-    async fn connect(sdk: &aws_config::SdkConfig, bucket: &str, init: bool) -> Result<Blobs, BlobError>;
+    /// Connects to the bucket (with `init`, creating it when missing); sealed objects are
+    /// encrypted under `kms_key_id` (the bucket's default encryption without one).
+    async fn connect(
+        sdk: &aws_config::SdkConfig,
+        bucket: &str,
+        kms_key_id: Option<&str>,
+        init: bool,
+    ) -> Result<Blobs, BlobError>;
 }
 
 /// S3, path-style when an endpoint is configured (moto, MinIO).
@@ -23,9 +29,14 @@ pub struct WithS3;
 
 #[async_trait]
 impl DeployedBlobs for WithS3 {
-    async fn connect(sdk: &aws_config::SdkConfig, bucket: &str, init: bool) -> Result<Blobs, BlobError> {
+    async fn connect(
+        sdk: &aws_config::SdkConfig,
+        bucket: &str,
+        kms_key_id: Option<&str>,
+        init: bool,
+    ) -> Result<Blobs, BlobError> {
         // Built on first use: most requests of a family that keeps archives touch none.
-        let blobs = S3Blobs::new(LazyClient::of_sdk(sdk, s3_client), bucket);
+        let blobs = S3Blobs::new(LazyClient::of_sdk(sdk, s3_client), bucket).sealing_with(kms_key_id);
         if init {
             blobs.create_bucket_if_missing().await?;
         }
@@ -43,7 +54,7 @@ pub struct WithoutBlobs;
 
 #[async_trait]
 impl DeployedBlobs for WithoutBlobs {
-    async fn connect(_: &aws_config::SdkConfig, _: &str, _: bool) -> Result<Blobs, BlobError> {
+    async fn connect(_: &aws_config::SdkConfig, _: &str, _: Option<&str>, _: bool) -> Result<Blobs, BlobError> {
         Ok(Arc::new(NoBlobs))
     }
 }
@@ -73,6 +84,22 @@ impl BlobStore for NoBlobs {
     }
 
     async fn delete(&self, _: &ObjectId) -> Result<(), BlobError> {
+        Err(unavailable())
+    }
+
+    async fn delete_sealed(&self, _: &ObjectId) -> Result<(), BlobError> {
+        Err(unavailable())
+    }
+
+    async fn put_sealed(&self, _: &ObjectId, _: bytes::Bytes) -> Result<(), BlobError> {
+        Err(unavailable())
+    }
+
+    async fn open_sealed(&self, _: &ObjectId) -> Result<bytes::Bytes, BlobError> {
+        Err(unavailable())
+    }
+
+    async fn sealed_download_url(&self, _: &ObjectId, _: Duration) -> Result<Option<String>, BlobError> {
         Err(unavailable())
     }
 

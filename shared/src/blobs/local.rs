@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use futures::StreamExt;
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use tokio::io::AsyncWriteExt;
 
 use super::{BlobError, BlobReader, BlobStore, ObjectId};
+use crate::links::{LinkSigner, Signed};
+use crate::seal::{LocalSealer, SealContext};
 
 const KEY_FILE: &str = "blob-signing.key";
 
@@ -23,7 +23,10 @@ pub struct LocalBlobs {
     objects: PathBuf,
     /// Uploads, `upload/` in S3.
     uploads: PathBuf,
-    signing_key: Vec<u8>,
+    /// Sealed objects (states), `sealed/` in S3, each sealed whole with the data directory's key.
+    sealed: PathBuf,
+    sealer: LocalSealer,
+    links: LinkSigner,
     base_url: String,
     max_upload_bytes: u64,
 }
@@ -58,15 +61,22 @@ pub(crate) fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()>
 }
 
 impl LocalBlobs {
-    /// Blobs in `dir`: archives in `dir/objects/`, uploads in `dir/uploads/`. `base_url`
-    /// prefixes the links (empty gives relative links such as `/object/…`).
-    pub fn new(dir: &Path, signing_key: Vec<u8>, base_url: String, max_upload_bytes: u64) -> Result<Self, BlobError> {
-        let (objects, uploads) = (dir.join("objects"), dir.join("uploads"));
-        for dir in [&objects, &uploads] {
+    /// Blobs in `dir`: archives in `dir/objects/`, uploads in `dir/uploads/`, sealed objects in
+    /// `dir/sealed/` (sealed by `sealer`). `base_url` prefixes the links (empty gives relative
+    /// links such as `/object/…`).
+    pub fn new(
+        dir: &Path,
+        links: LinkSigner,
+        sealer: LocalSealer,
+        base_url: String,
+        max_upload_bytes: u64,
+    ) -> Result<Self, BlobError> {
+        let (objects, uploads, sealed) = (dir.join("objects"), dir.join("uploads"), dir.join("sealed"));
+        for dir in [&objects, &uploads, &sealed] {
             crate::owner_only::create_dir_all(dir).map_err(BlobError::backend)?;
         }
         let base_url = base_url.trim_end_matches('/').to_owned();
-        Ok(Self { objects, uploads, signing_key, base_url, max_upload_bytes })
+        Ok(Self { objects, uploads, sealed, sealer, links, base_url, max_upload_bytes })
     }
 
     /// The same store with links on another base URL (dev-server learns its port after binding).
@@ -83,26 +93,25 @@ impl LocalBlobs {
         self.uploads.join(id.as_str())
     }
 
-    fn signature(&self, method: &str, id: &ObjectId, expires: i64) -> String {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.signing_key).expect("HMAC takes keys of any length");
-        mac.update(format!("{method}\n{id}\n{expires}").as_bytes());
-        hex::encode(mac.finalize().into_bytes())
+    fn sealed_path(&self, id: &ObjectId) -> PathBuf {
+        self.sealed.join(id.as_str())
+    }
+
+    /// What a link signs: the method and the object.
+    fn subject(method: &str, id: &ObjectId) -> String {
+        format!("{method}\n{id}")
     }
 
     /// A `PUT` link goes to `/upload/{id}`, a `GET` link to `/object/{id}`.
     fn signed_url(&self, method: &str, id: &ObjectId, valid_for: Duration) -> String {
-        let expires = chrono::Utc::now().timestamp() + valid_for.as_secs() as i64;
-        let signature = self.signature(method, id, expires);
+        let query = self.links.query(&Self::subject(method, id), valid_for);
         let area = if method == "PUT" { "upload" } else { "object" };
-        format!("{}/{area}/{id}?expires={expires}&signature={signature}", self.base_url)
+        format!("{}/{area}/{id}?{query}", self.base_url)
     }
 
     /// Whether a link's signature is this store's and has not expired (constant-time compare).
-    pub fn verify(&self, method: &str, id: &ObjectId, expires: i64, signature: &str) -> bool {
-        let Ok(presented) = hex::decode(signature) else { return false };
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.signing_key).expect("HMAC takes keys of any length");
-        mac.update(format!("{method}\n{id}\n{expires}").as_bytes());
-        expires > chrono::Utc::now().timestamp() && mac.verify_slice(&presented).is_ok()
+    pub fn verify(&self, method: &str, id: &ObjectId, signed: &Signed) -> bool {
+        self.links.verify(&Self::subject(method, id), signed)
     }
 
     /// Stores an uploaded stream as the upload `id`: written to a temporary file and linked
@@ -213,6 +222,43 @@ impl BlobStore for LocalBlobs {
             Ok(file) => Ok(BlobReader::File(file.into_std().await)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
             Err(e) => Err(BlobError::backend(e)),
+        }
+    }
+
+    async fn put_sealed(&self, id: &ObjectId, body: bytes::Bytes) -> Result<(), BlobError> {
+        let sealed = self.sealer.seal_bytes(&SealContext::sealed_object(id.as_str()), &body);
+        let temp = self.sealed.join(format!(".seal-{id}-{}", crate::ids::random_token(8)));
+        let written = async {
+            let mut file = crate::owner_only::file_options().write(true).create_new(true).open(&temp).await?;
+            file.write_all(&sealed).await?;
+            file.sync_all().await?;
+            tokio::fs::rename(&temp, self.sealed_path(id)).await
+        };
+        let result = written.await.map_err(BlobError::backend);
+        if result.is_err() {
+            let _ = tokio::fs::remove_file(&temp).await;
+        }
+        result
+    }
+
+    async fn open_sealed(&self, id: &ObjectId) -> Result<bytes::Bytes, BlobError> {
+        let sealed = match tokio::fs::read(self.sealed_path(id)).await {
+            Ok(sealed) => sealed,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlobError::NotFound),
+            Err(e) => return Err(BlobError::backend(e)),
+        };
+        let context = SealContext::sealed_object(id.as_str());
+        self.sealer.open_bytes(&context, &sealed).map(bytes::Bytes::from).map_err(BlobError::backend)
+    }
+
+    async fn sealed_download_url(&self, _: &ObjectId, _: Duration) -> Result<Option<String>, BlobError> {
+        Ok(None)
+    }
+
+    async fn delete_sealed(&self, id: &ObjectId) -> Result<(), BlobError> {
+        match tokio::fs::remove_file(self.sealed_path(id)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BlobError::backend(e)),
+            _ => Ok(()),
         }
     }
 

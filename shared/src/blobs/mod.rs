@@ -3,7 +3,8 @@
 //! live under `object/<object-id>`, where only ingest's copy of an upload ever puts them. Links
 //! are pre-signed and carry no bearer token. The areas are apart so that a stray upload can be
 //! expired by age (the bucket's lifecycle rule) while a served archive lives as long as its
-//! version. Two adapters: [`S3Blobs`] and [`LocalBlobs`] (files in the data directory, links
+//! version. A third area, `sealed/<object-id>`, holds what must be encrypted at rest beyond the
+//! bucket's default (workspaces' states). Two adapters: [`S3Blobs`] and [`LocalBlobs`] (files in the data directory, links
 //! signed with HMAC and served by dev-server's `/upload/` and `/object/` routes).
 
 mod deployed;
@@ -33,6 +34,9 @@ pub const UPLOAD_PREFIX: &str = "upload/";
 
 /// Where the archives served for downloads live.
 pub const OBJECT_PREFIX: &str = "object/";
+
+/// Where sealed objects (workspaces' states) live, encrypted under KMS.
+pub const SEALED_PREFIX: &str = "sealed/";
 
 /// A stored object, open for reading: a file on this machine, or a stream from the network.
 pub enum BlobReader {
@@ -86,6 +90,11 @@ impl ObjectId {
     /// The key of the archive `id` in the bucket.
     pub fn key(&self) -> String {
         format!("{OBJECT_PREFIX}{}", self.0)
+    }
+
+    /// The key of the sealed object `id` in the bucket.
+    pub fn sealed_key(&self) -> String {
+        format!("{SEALED_PREFIX}{}", self.0)
     }
 
     /// The key of the upload `id` in the bucket.
@@ -157,6 +166,23 @@ pub trait BlobStore: Send + Sync + 'static {
     async fn unannounced_uploads(&self) -> Result<Vec<ObjectId>, BlobError> {
         Ok(Vec::new())
     }
+
+    /// Stores `body` as the sealed object `id`, encrypted at rest: under the stack's KMS key in
+    /// S3 (SSE-KMS, under `sealed/`), sealed with the data directory's key locally. Replaces
+    /// what `id` held; ids are never reused, so nothing ever does.
+    async fn put_sealed(&self, id: &ObjectId, body: bytes::Bytes) -> Result<(), BlobError>;
+
+    /// The sealed object `id`, opened. Sealed objects are bounded by what stores them (a
+    /// state's size limit), so they are read whole.
+    async fn open_sealed(&self, id: &ObjectId) -> Result<bytes::Bytes, BlobError>;
+
+    /// A link that serves the sealed object `id`, decrypted, to a `GET` with no other
+    /// authorization, where the store has one (S3's pre-signed link); `None` where Hangar
+    /// serves it itself ([`BlobStore::open_sealed`]).
+    async fn sealed_download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<Option<String>, BlobError>;
+
+    /// Removes the sealed object `id`; removing a missing one succeeds.
+    async fn delete_sealed(&self, id: &ObjectId) -> Result<(), BlobError>;
 
     /// Removes what `id` names, the archive and the upload alike (ids are random, so one id is
     /// only ever one of them); removing a missing object succeeds.

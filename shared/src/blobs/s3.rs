@@ -20,12 +20,20 @@ use super::{BlobError, BlobReader, BlobStore, ObjectId};
 pub struct S3Blobs {
     client: LazyClient<Client>,
     bucket: String,
+    /// The KMS key sealed objects are encrypted under (SSE-KMS).
+    kms_key_id: Option<String>,
 }
 
 impl S3Blobs {
     /// A store on `bucket`, which must exist (see [`S3Blobs::create_bucket_if_missing`]).
     pub fn new(client: impl Into<LazyClient<Client>>, bucket: impl Into<String>) -> Self {
-        Self { client: client.into(), bucket: bucket.into() }
+        Self { client: client.into(), bucket: bucket.into(), kms_key_id: None }
+    }
+
+    /// The same store, encrypting sealed objects under `kms_key_id` (else the bucket's default).
+    pub fn sealing_with(mut self, kms_key_id: Option<&str>) -> Self {
+        self.kms_key_id = kms_key_id.map(str::to_owned);
+        self
     }
 
     /// Creates the bucket, in the client's region, unless it exists.
@@ -111,6 +119,39 @@ impl BlobStore for S3Blobs {
             Err(e) if e.as_service_error().is_some_and(GetObjectError::is_no_such_key) => Err(BlobError::NotFound),
             Err(e) => Err(backend(e)),
         }
+    }
+
+    async fn put_sealed(&self, id: &ObjectId, body: bytes::Bytes) -> Result<(), BlobError> {
+        let mut request = self.client.put_object().bucket(&self.bucket).key(id.sealed_key());
+        if let Some(key) = &self.kms_key_id {
+            // A bucket key: S3 asks KMS for a data key per bucket and period, not per object.
+            request = request
+                .server_side_encryption(aws_sdk_s3::types::ServerSideEncryption::AwsKms)
+                .ssekms_key_id(key)
+                .bucket_key_enabled(true);
+        }
+        let body = aws_sdk_s3::primitives::ByteStream::from(body);
+        request.content_type("application/json").body(body).send().await.map_err(backend)?;
+        Ok(())
+    }
+
+    async fn open_sealed(&self, id: &ObjectId) -> Result<bytes::Bytes, BlobError> {
+        match self.client.get_object().bucket(&self.bucket).key(id.sealed_key()).send().await {
+            Ok(object) => Ok(object.body.collect().await.map_err(BlobError::backend)?.into_bytes()),
+            Err(e) if e.as_service_error().is_some_and(GetObjectError::is_no_such_key) => Err(BlobError::NotFound),
+            Err(e) => Err(backend(e)),
+        }
+    }
+
+    async fn sealed_download_url(&self, id: &ObjectId, valid_for: Duration) -> Result<Option<String>, BlobError> {
+        let request = self.client.get_object().bucket(&self.bucket).key(id.sealed_key());
+        let presigned = request.presigned(presigning(valid_for)?).await.map_err(backend)?;
+        Ok(Some(presigned.uri().to_owned()))
+    }
+
+    async fn delete_sealed(&self, id: &ObjectId) -> Result<(), BlobError> {
+        self.client.delete_object().bucket(&self.bucket).key(id.sealed_key()).send().await.map_err(backend)?;
+        Ok(())
     }
 
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {

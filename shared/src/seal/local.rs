@@ -137,9 +137,14 @@ fn key_file_error(path: &Path, reason: impl Into<String>) -> SealError {
 
 impl LocalSealer {
     fn encrypt(&self, format: u8, aad: &[u8], plaintext: &str) -> String {
+        BASE64.encode(self.encrypt_bytes(format, aad, plaintext.as_bytes()))
+    }
+
+    /// format byte || nonce || ciphertext+tag.
+    fn encrypt_bytes(&self, format: u8, aad: &[u8], plaintext: &[u8]) -> Vec<u8> {
         let mut nonce = [0u8; NONCE_LEN];
         OsRng.fill_bytes(&mut nonce);
-        let payload = Payload { msg: plaintext.as_bytes(), aad };
+        let payload = Payload { msg: plaintext, aad };
         let ciphertext = self
             .cipher
             .encrypt(Nonce::from_slice(&nonce), payload)
@@ -148,7 +153,24 @@ impl LocalSealer {
         out.push(format);
         out.extend_from_slice(&nonce);
         out.extend_from_slice(&ciphertext);
-        BASE64.encode(out)
+        out
+    }
+
+    /// Seals a whole object (a state file) for `context`, as raw bytes rather than printable
+    /// text: what local blobs keep on disk where S3 would encrypt under KMS.
+    pub fn seal_bytes(&self, context: &SealContext, plaintext: &[u8]) -> Vec<u8> {
+        self.encrypt_bytes(LOCAL_FORMAT_V2, &context.associated_data(), plaintext)
+    }
+
+    /// Opens what [`LocalSealer::seal_bytes`] sealed for the same context.
+    pub fn open_bytes(&self, context: &SealContext, sealed: &[u8]) -> Result<Vec<u8>, SealError> {
+        let Some((&LOCAL_FORMAT_V2, rest)) = sealed.split_first() else { return Err(SealError::Corrupt) };
+        if rest.len() < NONCE_LEN + TAG_LEN {
+            return Err(SealError::Corrupt);
+        }
+        let (nonce, ciphertext) = rest.split_at(NONCE_LEN);
+        let payload = Payload { msg: ciphertext, aad: &context.associated_data() };
+        self.cipher.decrypt(Nonce::from_slice(nonce), payload).map_err(|_| SealError::Corrupt)
     }
 
     /// Opens a value of either format: format 1 with its one purpose, format 2 with `context`'s

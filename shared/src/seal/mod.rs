@@ -39,6 +39,9 @@ pub enum SecretKind {
     OAuthToken,
     /// A VCS module's webhook secret; the record is the webhook's uuid.
     WebhookSecret,
+    /// A stored object sealed whole (a workspace's state); the record is the object's id. Only
+    /// local blobs seal with it: in S3 the object is encrypted under KMS by S3 itself.
+    SealedObject,
 }
 
 impl SecretKind {
@@ -49,6 +52,7 @@ impl SecretKind {
             SecretKind::StaticRoleKey => "broker-static-role-key",
             SecretKind::OAuthToken => "oauth-token",
             SecretKind::WebhookSecret => "webhook-secret",
+            SecretKind::SealedObject => "sealed-object",
         }
     }
 }
@@ -83,6 +87,11 @@ impl SealContext {
     /// The webhook secret of a VCS module, by its webhook's uuid.
     pub fn webhook_secret(webhook_uuid: &str) -> Self {
         Self::new(SecretKind::WebhookSecret, webhook_uuid)
+    }
+
+    /// A stored object sealed whole, by its object id.
+    pub fn sealed_object(object_id: &str) -> Self {
+        Self::new(SecretKind::SealedObject, object_id)
     }
 
     pub fn kind(&self) -> SecretKind {
@@ -237,6 +246,7 @@ mod tests {
             SealContext::oauth_token("a"),
             SealContext::oauth_token("a\0"),
             SealContext::webhook_secret("a"),
+            SealContext::sealed_object("a"),
         ];
         for (i, one) in contexts.iter().enumerate() {
             for other in &contexts[i + 1..] {

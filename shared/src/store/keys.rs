@@ -6,6 +6,7 @@
 //! | organization name | `ORGNAME#<name>` | `ORGNAME` | |
 //! | team | `ORG#<org-id>` | `TEAM#<name>` | |
 //! | workspace | `ORG#<org-id>` | `WS#<name>` | |
+//! | a workspace's state version | `ORG#<org-id>` | `WSD#<workspace-id>#SV#<sequence>` | |
 //! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
 //! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
 //! | its parsed metadata | `ORG#<org-id>` | `VMETA#<name>#<provider>#<version>` | |
@@ -83,6 +84,22 @@ pub fn workspaces(org_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), "WS#")
 }
 
+/// A workspace's state version, by its place in the workspace's sequence of versions (zero
+/// padded, so the newest sorts last).
+pub fn state_version(org_id: &str, workspace_id: &str, sequence: u64) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#SV#{sequence:012}"))
+}
+
+/// A workspace's state versions, oldest first.
+pub fn state_versions(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#SV#"))
+}
+
+/// Everything a workspace owns (its state versions), which its deletion removes.
+pub fn workspace_data(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#"))
+}
+
 /// Points from a resource id (`team-…`, `ws-…`) to the item that holds the resource.
 pub fn id_pointer(id: &str) -> Key {
     Key::new(format!("ID#{id}"), "ID")
@@ -100,6 +117,7 @@ pub fn holds(key: &Key, kind: Kind) -> bool {
         Kind::OAuthClient => "OAUTHCLIENT#",
         Kind::OAuthToken => "OAUTHTOKEN#",
         Kind::Module => "MOD#",
+        Kind::StateVersion => "WSD#",
     };
     key.pk.starts_with("ORG#") && key.sk.starts_with(sort)
 }

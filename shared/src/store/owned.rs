@@ -1,6 +1,7 @@
 //! Ownership between items, for cascading deletes: an item names, in its `satellites`
 //! attribute, the items it owns outside its own partition (id pointers, tokens), and in `blob`
-//! an archive it owns. Deleting a partition then deletes what its items own, whatever family
+//! an archive it owns, and in `sealed` the sealed objects it owns (a state version's state and its
+//! JSON form), which are deleted apart (`BlobStore::delete_sealed`). Deleting a partition then deletes what its items own, whatever family
 //! wrote them.
 
 use serde::Deserialize;
@@ -10,6 +11,7 @@ use super::{Item, Key, StoreError};
 
 pub const SATELLITES: &str = "satellites";
 pub const BLOB: &str = "blob";
+pub const SEALED: &str = "sealed";
 
 /// The `satellites` attribute value for items owned outside the partition.
 pub fn satellites(keys: &[Key]) -> Value {
@@ -22,25 +24,37 @@ struct Owner {
     #[serde(default)]
     satellites: Vec<Key>,
     blob: Option<String>,
+    #[serde(default)]
+    sealed: Vec<String>,
 }
 
-/// The item's own key and the keys of the items it owns, with the archive it owns if any. A
+/// What an item owns: the keys to delete with it (its own among them), and the objects.
+#[derive(Debug, Default)]
+pub struct Owned {
+    pub keys: Vec<Key>,
+    /// Archives or uploads (`BlobStore::delete`).
+    pub objects: Vec<String>,
+    /// Sealed objects (`BlobStore::delete_sealed`).
+    pub sealed: Vec<String>,
+}
+
+/// The item's own key and the keys of the items it owns, with the objects it owns. A
 /// delete never depends on reading what it deletes: an item whose text does not parse (a
 /// record nested past the parser's limit, written before ingest bounded what it keeps) is
 /// deleted all the same, as owning nothing, and the log says so.
-pub fn owned_by(item: &Item) -> Result<(Vec<Key>, Option<String>), StoreError> {
-    let Owner { mut satellites, blob } = match item.parse() {
+pub fn owned_by(item: &Item) -> Result<Owned, StoreError> {
+    let Owner { mut satellites, blob, sealed } = match item.parse() {
         Ok(owner) => owner,
         // Only a record nested past the parser's limit: any other failure is a fault to report,
         // not a reason to leave what the item owns behind.
         Err(e) if e.to_string().contains("recursion limit") => {
             tracing::warn!(key = ?item.key, error = %e, "an unreadable item is deleted as owning nothing");
-            Owner { satellites: Vec::new(), blob: None }
+            Owner { satellites: Vec::new(), blob: None, sealed: Vec::new() }
         }
         Err(e) => return Err(e),
     };
     satellites.push(item.key.clone());
-    Ok((satellites, blob))
+    Ok(Owned { keys: satellites, objects: blob.into_iter().collect(), sealed })
 }
 
 #[cfg(all(test, feature = "sqlite"))]
@@ -51,9 +65,9 @@ mod tests {
     fn an_item_that_does_not_parse_is_still_deleted() {
         let deep = format!("{{\"a\": {}1{}}}", "[".repeat(200), "]".repeat(200));
         let item = Item::stored(Key::new("ORG#o", "VMETA#x"), &deep);
-        let (keys, blob) = owned_by(&item).expect("its own key at least");
-        assert_eq!(keys, [Key::new("ORG#o", "VMETA#x")]);
-        assert_eq!(blob, None);
+        let owned = owned_by(&item).expect("its own key at least");
+        assert_eq!(owned.keys, [Key::new("ORG#o", "VMETA#x")]);
+        assert!(owned.objects.is_empty() && owned.sealed.is_empty());
     }
 }
 

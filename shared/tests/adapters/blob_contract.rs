@@ -38,8 +38,9 @@ async fn local_with_limit(max_upload_bytes: u64) -> Fixture {
     let dir = tempfile::tempdir().expect("temp dir");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base_url = format!("http://{}", listener.local_addr().expect("bound address"));
-    let blobs =
-        LocalBlobs::new(dir.path(), b"contract-test-key".to_vec(), base_url, max_upload_bytes).expect("local blobs");
+    let links = hangar::links::LinkSigner::new(b"contract-test-key".to_vec());
+    let sealer = hangar::seal::LocalSealer::open(&dir.path().join("seal.key")).expect("a sealer");
+    let blobs = LocalBlobs::new(dir.path(), links, sealer, base_url, max_upload_bytes).expect("local blobs");
     let app = object_routes(blobs.clone());
     tokio::spawn(async move { axum::serve(listener, app).await });
     Fixture { blobs: Arc::new(blobs), _dir: Some(dir) }

@@ -1,0 +1,311 @@
+//! State versions: a workspace's states, newest current. A write is checked as HCP checks it
+//! (the caller holds the workspace's lock, the MD5 matches, the serial advances, a new lineage
+//! needs `force`), stores the state sealed, then records the version and advances the workspace
+//! in one transaction conditioned on the workspace read: of two writers, one wins and the other
+//! reads again. A write costs the same store calls however many versions the workspace has.
+
+use std::time::Duration;
+
+use md5::{Digest, Md5};
+
+use super::error::{Result, StateError};
+use super::parse::{self, Output};
+use super::record::{parse_output_id, StateVersion};
+use crate::accounts::access::Organization;
+use crate::accounts::workspaces::{self, CurrentState, Workspace, WorkspaceAt, WorkspacePermissions};
+use crate::api::{Field, PageRequest};
+use crate::auth::{Permission, Principal};
+use crate::blobs::{BlobStore, ObjectId};
+use crate::ids::new_id;
+use crate::links::{LinkSigner, Signed};
+use crate::state::AppState;
+use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, ItemStore, Transaction, Write};
+
+/// A state version a request asks for: HCP's attributes, the state decoded.
+pub struct NewStateVersion {
+    pub serial: u64,
+    pub md5: String,
+    pub lineage: Option<String>,
+    pub force: bool,
+    pub state: bytes::Bytes,
+    pub json_state: Option<bytes::Bytes>,
+}
+
+/// A workspace and what the caller may do with it.
+pub struct Seen {
+    pub workspace: Workspace,
+    pub org: Organization,
+    pub may: WorkspacePermissions,
+}
+
+/// The workspace at `at`, for a caller that may at least read its outputs: else not found.
+async fn seen(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>) -> Result<Seen> {
+    let (workspace, org) = workspaces::find(store, principal, at, Permission::Read).await?;
+    let may = WorkspacePermissions::of(principal, &workspace);
+    if !may.read_state_outputs {
+        return Err(StateError::NotFound);
+    }
+    Ok(Seen { workspace, org, may })
+}
+
+/// Stores a new state version of the workspace `workspace_id` and makes it current.
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    workspace_id: &str,
+    new: NewStateVersion,
+) -> Result<StateVersion> {
+    let store = state.store.as_ref();
+    let limit = state.config.max_state_bytes;
+    let (workspace, _) = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id), Permission::Read).await?;
+    if !WorkspacePermissions::of(principal, &workspace).write_state {
+        return Err(StateError::Forbidden("You may not create state versions in this workspace.".into()));
+    }
+    for body in std::iter::once(&new.state).chain(&new.json_state) {
+        if body.len() as u64 > limit {
+            return Err(StateError::TooLarge { size: body.len() as u64, limit });
+        }
+    }
+    let md5 = hex::encode(Md5::digest(&new.state));
+    if !new.md5.eq_ignore_ascii_case(&md5) {
+        return Err(StateError::invalid(Field::Attribute("md5"), "does not match the MD5 of `state`"));
+    }
+    let facts = parse::facts(&new.state).map_err(|e| StateError::invalid(Field::Attribute("state"), e.to_string()))?;
+    if facts.serial != new.serial {
+        let detail = format!("is {}, but the state's own serial is {}", new.serial, facts.serial);
+        return Err(StateError::invalid(Field::Attribute("serial"), detail));
+    }
+    if new.lineage.as_ref().is_some_and(|lineage| *lineage != facts.lineage) {
+        return Err(StateError::invalid(Field::Attribute("lineage"), "does not match the state's own lineage"));
+    }
+    let object = ObjectId::generate();
+    state.blobs.put_sealed(&object, new.state.clone()).await?;
+    let json_object = match &new.json_state {
+        Some(json) => {
+            let id = ObjectId::generate();
+            state.blobs.put_sealed(&id, json.clone()).await?;
+            Some(id)
+        }
+        None => None,
+    };
+    let version = StateVersion {
+        id: new_id("sv"),
+        org_id: workspace.org_id.clone(),
+        workspace_id: workspace.id.clone(),
+        sequence: 0,
+        serial: facts.serial,
+        lineage: facts.lineage.clone(),
+        md5,
+        size: new.state.len() as u64,
+        terraform_version: facts.terraform_version.clone(),
+        state_version: facts.state_version,
+        created_at: crate::api::timestamp(chrono::Utc::now()),
+        created_by: principal.user_id(),
+        object: object.to_string(),
+        json_object: json_object.as_ref().map(ToString::to_string),
+        output_count: facts.output_count,
+        resource_count: facts.resource_count,
+        resources: facts.resources.clone(),
+        providers: facts.providers.clone(),
+    };
+    let recorded = record(store, principal, workspace, version, new.force).await;
+    if !matches!(recorded, Ok(Some(_))) {
+        // Nothing names the objects: take them back (a crash here leaves them unnamed, unread).
+        for id in std::iter::once(&object).chain(&json_object) {
+            if let Err(e) = state.blobs.delete_sealed(id).await {
+                tracing::warn!(object = %id, error = %e, "an unrecorded state object is left behind");
+            }
+        }
+    }
+    recorded?.ok_or_else(|| StateError::Conflict("The workspace's state is being written by others; retry.".into()))
+}
+
+/// Records `version` as the workspace's newest, checked against the workspace as each attempt
+/// reads it (the first attempt: as `create` read it).
+async fn record(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    workspace: Workspace,
+    version: StateVersion,
+    force: bool,
+) -> Result<Option<StateVersion>> {
+    let (id, version, mut first) = (workspace.id.clone(), &version, Some(workspace));
+    let id = &id;
+    retry_on_race(|| {
+        let first = first.take();
+        async move {
+            let workspace = workspaces::reread(store, id, first).await?;
+            check_write(&workspace, principal, version, force)?;
+            let version = StateVersion { sequence: workspace.state_versions + 1, ..version.clone() };
+            let current =
+                CurrentState { id: version.id.clone(), serial: version.serial, lineage: version.lineage.clone() };
+            let (_, advance) = workspaces::advance_state(&workspace, current, version.resource_count)?;
+            let mut transaction = Transaction::new();
+            transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
+            transaction.add(pointer::create(&version.id, &version.key())?);
+            transaction.add(advance);
+            match transaction.commit(store).await {
+                Ok(()) => Ok(Some(version)),
+                Err(e) if e.is_condition_failed() => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        }
+    })
+    .await
+}
+
+/// HCP's rules for a state write, against the workspace as the write read it.
+fn check_write(workspace: &Workspace, principal: &Principal, version: &StateVersion, force: bool) -> Result<()> {
+    match &workspace.locked_by {
+        Some(lock) if lock.holder == principal.user_id() => {}
+        Some(lock) => {
+            return Err(StateError::Conflict(format!(
+                "The workspace is locked by {}: only the lock's holder may write its state.",
+                lock.holder
+            )))
+        }
+        None => return Err(StateError::Conflict("The workspace must be locked by you to write its state.".into())),
+    }
+    let Some(current) = workspace.current_state.as_ref().filter(|_| !force) else { return Ok(()) };
+    if current.lineage != version.lineage {
+        return Err(StateError::Conflict(format!(
+            "The state's lineage {} is not the workspace's ({}): it is another state. Send `force` to replace it.",
+            version.lineage, current.lineage
+        )));
+    }
+    if version.serial <= current.serial {
+        return Err(StateError::Conflict(format!(
+            "The state's serial {} does not advance the workspace's current serial {}.",
+            version.serial, current.serial
+        )));
+    }
+    Ok(())
+}
+
+/// A state version by id, with its workspace and what the caller may do there.
+pub async fn get(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<(StateVersion, Seen)> {
+    let version: StateVersion = pointer::resolve(store, id).await?.ok_or(StateError::NotFound)?;
+    let seen = seen(store, principal, WorkspaceAt::Id(&version.workspace_id)).await?;
+    Ok((version, seen))
+}
+
+/// The workspace's current state version.
+pub async fn current(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    at: WorkspaceAt<'_>,
+) -> Result<(StateVersion, Seen)> {
+    let seen = seen(store, principal, at).await?;
+    let current = seen.workspace.current_state.as_ref().ok_or(StateError::NotFound)?;
+    let version = pointer::resolve(store, &current.id).await?.ok_or(StateError::NotFound)?;
+    Ok((version, seen))
+}
+
+/// A page of the workspace's state versions, newest first, with how many it has.
+pub async fn list(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    at: WorkspaceAt<'_>,
+    page: &PageRequest,
+) -> Result<(Vec<StateVersion>, usize, Seen)> {
+    let seen = seen(store, principal, at).await?;
+    let query = keys::state_versions(&seen.workspace.org_id, &seen.workspace.id).reverse(true);
+    let items = page.fetch(store, query).await?;
+    Ok((parse_all(&items)?, seen.workspace.state_versions as usize, seen))
+}
+
+/// The outputs of a state version, read from its state.
+pub async fn outputs(blobs: &dyn BlobStore, version: &StateVersion) -> Result<Vec<Output>> {
+    let object = ObjectId::parse(&version.object).ok_or(StateError::NotFound)?;
+    let state = blobs.open_sealed(&object).await?;
+    parse::outputs(&state).map_err(|e| StateError::Blob(crate::blobs::BlobError::backend(e)))
+}
+
+/// One output by its `wsout-` id, with its state version.
+pub async fn output(
+    store: &dyn ItemStore,
+    blobs: &dyn BlobStore,
+    principal: &Principal,
+    output_id: &str,
+) -> Result<(Output, StateVersion)> {
+    let (version_id, index) = parse_output_id(output_id).ok_or(StateError::NotFound)?;
+    let (version, _) = get(store, principal, &version_id).await?;
+    if index >= version.output_count {
+        return Err(StateError::NotFound);
+    }
+    let output = outputs(blobs, &version).await?.into_iter().nth(index).ok_or(StateError::NotFound)?;
+    Ok((output, version))
+}
+
+/// Which body of a state version a link serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// The state as Terraform wrote it.
+    State,
+    /// Its JSON form (`terraform show -json`).
+    Json,
+}
+
+impl Form {
+    fn path(self) -> &'static str {
+        match self {
+            Form::State => "download",
+            Form::Json => "json-download",
+        }
+    }
+}
+
+/// Makes a state version's download links: signed, expiring, and served by Hangar with no bearer
+/// token (go-tfe sends its token to any link it downloads, which S3 would refuse), which then
+/// sends the client to S3 or serves the state itself.
+pub struct Links<'a> {
+    signer: &'a LinkSigner,
+    base: &'a str,
+    lifetime: Duration,
+}
+
+impl<'a> Links<'a> {
+    pub fn new(state: &'a AppState, base: &'a str) -> Result<Self> {
+        let signer = state.links.as_ref().ok_or(StateError::NoLinkKey)?;
+        Ok(Self { signer, base, lifetime: state.config.state_link_lifetime })
+    }
+
+    fn subject(id: &str, form: Form) -> String {
+        format!("state-version\n{id}\n{}", form.path())
+    }
+
+    /// The link to `form` of `version`, for a caller that may read the whole state.
+    pub fn url(&self, version: &StateVersion, form: Form, may: &WorkspacePermissions) -> Option<String> {
+        let present = form == Form::State || version.json_object.is_some();
+        let query = self.signer.query(&Self::subject(&version.id, form), self.lifetime);
+        (present && may.read_state)
+            .then(|| format!("{}/api/v2/state-versions/{}/{}?{query}", self.base, version.id, form.path()))
+    }
+}
+
+/// What a download link leads to.
+pub enum Download {
+    /// A link of the object store's that serves the state (S3's, pre-signed).
+    Redirect(String),
+    /// The state itself (local blobs, opened by Hangar).
+    Body(bytes::Bytes),
+}
+
+/// What a signed download link serves: the link is the whole authorization, as S3's are.
+pub async fn download(state: &AppState, id: &str, form: Form, signed: &Signed) -> Result<Download> {
+    let signer = state.links.as_ref().ok_or(StateError::NoLinkKey)?;
+    if !signer.verify(&Links::subject(id, form), signed) {
+        return Err(StateError::BadLink);
+    }
+    let version: StateVersion = pointer::resolve(state.store.as_ref(), id).await?.ok_or(StateError::NotFound)?;
+    let object = match form {
+        Form::State => Some(version.object.as_str()),
+        Form::Json => version.json_object.as_deref(),
+    };
+    let object = object.and_then(ObjectId::parse).ok_or(StateError::NotFound)?;
+    // Long enough to follow the redirect at once, no longer.
+    match state.blobs.sealed_download_url(&object, Duration::from_secs(60)).await? {
+        Some(url) => Ok(Download::Redirect(url)),
+        None => Ok(Download::Body(state.blobs.open_sealed(&object).await?)),
+    }
+}

@@ -1,0 +1,278 @@
+//! Workspaces' state over HTTP: state versions written as the CLI's remote backend writes them,
+//! read, listed, downloaded through signed links, their outputs; and the attacks on them.
+
+use std::time::Duration;
+
+use hangar::config::Config;
+use hangar_tests::builders::{
+    acme, acme_with, id, lock, new_workspace, state_version_body, terraform_state, write_state,
+};
+use hangar_tests::{Reply, TestApp};
+use serde_json::{json, Value};
+
+/// Downloads a link as a client that sends no token.
+async fn download(app: &TestApp, url: &str) -> (u16, Vec<u8>) {
+    let response = app.client.get(url).send().await.expect("the link answers");
+    let status = response.status().as_u16();
+    (status, response.bytes().await.expect("a body").to_vec())
+}
+
+fn download_url(reply: &Reply) -> String {
+    reply.body["data"]["attributes"]["hosted-state-download-url"].as_str().expect("a download link").to_owned()
+}
+
+#[tokio::test]
+async fn the_entitlement_set_says_which_features_hangar_serves_to_whoever_may_read_the_organization() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    app.create_organization("globex").await;
+    let admin = app.admin_token.clone();
+    let org = app.get("/api/v2/organizations/acme", &owners).await;
+    let reply = app.get("/api/v2/organizations/acme/entitlement-set", &owners).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    let data = &reply.body["data"];
+    assert_eq!(data["type"], "entitlement-sets");
+    assert_eq!(data["id"], org.body["data"]["attributes"]["external-id"]);
+    let attributes = &data["attributes"];
+    for served in ["agents", "private-module-registry", "teams", "vcs-integrations", "state-storage"] {
+        assert_eq!(attributes[served], true, "{served}");
+    }
+    // No remote runs yet: the CLI's remote backend runs plans and applies where it is.
+    for missing in ["operations", "sentinel", "sso", "cost-estimation", "run-tasks"] {
+        assert_eq!(attributes[missing], false, "{missing}");
+    }
+    assert_eq!(app.get("/api/v2/organizations/acme/entitlement-set", &admin).await.status, 200);
+    let other = app.owners_token("globex").await;
+    let hidden = app.get("/api/v2/organizations/acme/entitlement-set", &other).await;
+    assert_eq!(hidden.status, 404, "another organization's team learns nothing: {:?}", hidden.body);
+    let anonymous = app.request(reqwest::Method::GET, "/api/v2/organizations/acme/entitlement-set", None, None).await;
+    assert_eq!(anonymous.status, 401);
+}
+
+#[tokio::test]
+async fn a_locked_workspace_takes_state_versions_and_serves_the_newest_as_current() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    let none = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(none.status, 404, "no state yet");
+
+    let first =
+        terraform_state(1, "lin-1", &[("greeting", json!("hello"), false), ("password", json!("s3cret"), true)]);
+    let unlocked = write_state(&app, &owners, &ws, &first, 1).await;
+    assert_eq!(unlocked.status, 409, "only the lock's holder writes state: {:?}", unlocked.body);
+    lock(&app, &owners, &ws).await;
+    let created = write_state(&app, &owners, &ws, &first, 1).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let attributes = &created.body["data"]["attributes"];
+    assert_eq!((attributes["serial"].as_u64(), attributes["status"].as_str()), (Some(1), Some("finalized")));
+    assert_eq!(attributes["resources"][0]["type"], "null_resource");
+    assert_eq!(attributes["terraform-version"], "1.0.3");
+    assert_eq!(created.body["data"]["relationships"]["outputs"]["data"].as_array().map(Vec::len), Some(2));
+    let (status, body) = download(&app, &download_url(&created)).await;
+    assert_eq!((status, body), (200, first.clone()), "the link serves the state as written");
+
+    let second = terraform_state(2, "lin-1", &[("greeting", json!("hello again"), false)]);
+    let newer = write_state(&app, &owners, &ws, &second, 2).await;
+    assert_eq!(newer.status, 201, "{:?}", newer.body);
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(current.status, 200);
+    assert_eq!(id(&current), id(&newer));
+    assert_eq!(download(&app, &download_url(&current)).await, (200, second));
+
+    let workspace = app.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
+    assert_eq!(workspace.body["data"]["relationships"]["current-state-version"]["data"]["id"], json!(id(&newer)));
+    assert_eq!(workspace.body["data"]["attributes"]["resource-count"], 1);
+    assert_eq!(workspace.body["data"]["attributes"]["permissions"]["can-create-state-versions"], true);
+
+    let listed = app.get(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners).await;
+    let serials: Vec<u64> =
+        listed.body["data"].as_array().unwrap().iter().map(|v| v["attributes"]["serial"].as_u64().unwrap()).collect();
+    assert_eq!(serials, [2, 1], "newest first");
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 2);
+    let by_name = app
+        .get("/api/v2/state-versions?filter[workspace][name]=network&filter[organization][name]=acme", &owners)
+        .await;
+    let ids = |reply: &Reply| -> Vec<Value> {
+        reply.body["data"].as_array().unwrap().iter().map(|v| v["id"].clone()).collect()
+    };
+    assert_eq!(ids(&by_name), ids(&listed), "go-tfe's list by names");
+    let missing_filter = app.get("/api/v2/state-versions?filter[workspace][name]=network", &owners).await;
+    assert_eq!(missing_filter.status, 422);
+}
+
+#[tokio::test]
+async fn outputs_hide_sensitive_values_in_lists_and_show_them_read_alone() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let state = terraform_state(1, "lin", &[("b_public", json!("hello"), false), ("a_secret", json!("s3cret"), true)]);
+    let version = write_state(&app, &owners, &ws, &state, 1).await;
+    assert_eq!(version.status, 201);
+    let listed = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version-outputs"), &owners).await;
+    assert_eq!(listed.status, 200, "{:?}", listed.body);
+    let outputs = listed.body["data"].as_array().unwrap();
+    assert_eq!(
+        outputs.iter().map(|o| o["attributes"]["name"].clone()).collect::<Vec<_>>(),
+        [json!("a_secret"), json!("b_public")]
+    );
+    assert_eq!(outputs[0]["attributes"]["value"], Value::Null, "a sensitive value is not listed");
+    assert_eq!(outputs[1]["attributes"]["value"], "hello");
+    let secret_id = outputs[0]["id"].as_str().unwrap();
+    assert!(secret_id.starts_with("wsout-"));
+    let alone = app.get(&format!("/api/v2/state-version-outputs/{secret_id}"), &owners).await;
+    assert_eq!(alone.body["data"]["attributes"]["value"], "s3cret");
+    let by_version = app.get(&format!("/api/v2/state-versions/{}/outputs", id(&version)), &owners).await;
+    assert_eq!(by_version.body["data"], listed.body["data"]);
+    let included = app.get(&format!("/api/v2/state-versions/{}?include=outputs", id(&version)), &owners).await;
+    assert_eq!(included.body["included"], listed.body["data"]);
+    assert_eq!(app.get(&format!("/api/v2/state-versions/{}?include=run", id(&version)), &owners).await.status, 400);
+    for forged in ["wsout-nothing-0", &secret_id.replace("-0", "-9"), "wsout-x"] {
+        assert_eq!(app.get(&format!("/api/v2/state-version-outputs/{forged}"), &owners).await.status, 404, "{forged}");
+    }
+
+    // At rest the state is sealed: its file holds neither value in the clear.
+    let sealed = app.data_dir.path().join("sealed");
+    for entry in std::fs::read_dir(&sealed).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        assert!(!bytes.windows(6).any(|w| w == b"s3cret" || w == b"hello\""), "plaintext at rest");
+    }
+}
+
+#[tokio::test]
+async fn a_write_is_refused_when_its_serial_lineage_or_md5_do_not_hold() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    let path = format!("/api/v2/workspaces/{ws}/state-versions");
+    lock(&app, &owners, &ws).await;
+    assert_eq!(write_state(&app, &owners, &ws, &terraform_state(5, "lin", &[]), 5).await.status, 201);
+
+    let stale = write_state(&app, &owners, &ws, &terraform_state(5, "lin", &[]), 5).await;
+    assert_eq!(stale.status, 409, "the serial must advance: {:?}", stale.body);
+    let other_lineage = terraform_state(9, "another", &[]);
+    let replaced = write_state(&app, &owners, &ws, &other_lineage, 9).await;
+    assert_eq!(replaced.status, 409, "a lineage change needs force: {:?}", replaced.body);
+    let forced = app.post(&path, &owners, state_version_body(&other_lineage, 9, true)).await;
+    assert_eq!(forced.status, 201, "with force it replaces the state: {:?}", forced.body);
+
+    let mut wrong_md5 = state_version_body(&terraform_state(10, "another", &[]), 10, false);
+    wrong_md5["data"]["attributes"]["md5"] = json!("0123456789abcdef0123456789abcdef");
+    let refused = app.post(&path, &owners, wrong_md5).await;
+    assert_eq!(refused.status, 422);
+    assert_eq!(refused.body["errors"][0]["source"]["pointer"], "/data/attributes/md5");
+    let mismatched = write_state(&app, &owners, &ws, &terraform_state(11, "another", &[]), 12).await;
+    assert_eq!(mismatched.status, 422, "the serial sent is the state's own: {:?}", mismatched.body);
+    let not_state = write_state(&app, &owners, &ws, b"{\"hello\": 1}", 12).await;
+    assert_eq!(not_state.status, 422);
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(current.body["data"]["attributes"]["serial"], 9, "no refused write changed anything");
+    assert_eq!(app.get(&path, &owners).await.body["meta"]["pagination"]["total-count"], 2);
+}
+
+#[tokio::test]
+async fn a_state_over_the_bound_is_refused_with_413() {
+    let (app, owners) = acme_with(Config { max_state_bytes: 2048, ..Config::default() }).await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let big = terraform_state(1, "lin", &[("blob", json!("x".repeat(4096)), false)]);
+    let refused = write_state(&app, &owners, &ws, &big, 1).await;
+    assert_eq!(refused.status, 413, "{:?}", refused.body);
+    let huge = terraform_state(1, "lin", &[("blob", json!("x".repeat(4 * 1024 * 1024)), false)]);
+    assert_eq!(write_state(&app, &owners, &ws, &huge, 1).await.status, 413, "a body past the bound is not read");
+    assert_eq!(write_state(&app, &owners, &ws, &terraform_state(1, "lin", &[]), 1).await.status, 201);
+}
+
+#[tokio::test]
+async fn download_links_work_alone_unaltered_and_until_they_expire() {
+    let config = Config { state_link_lifetime: Duration::from_secs(2), ..Config::default() };
+    let (app, owners) = acme_with(config).await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let state = terraform_state(1, "lin", &[]);
+    let link = download_url(&write_state(&app, &owners, &ws, &state, 1).await);
+    assert_eq!(download(&app, &link).await.0, 200);
+    let other = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    let other_id = id(&other);
+    let mut altered = link.clone();
+    let last = altered.pop().unwrap();
+    altered.push(if last == '0' { '1' } else { '0' });
+    assert_eq!(download(&app, &altered).await.0, 403, "an altered signature");
+    let stretched = link.replace("expires=", "expires=9");
+    assert_eq!(download(&app, &stretched).await.0, 403, "an altered expiry");
+    assert_eq!(download(&app, link.split('?').next().unwrap()).await.0, 403, "no signature");
+    let moved = link.replace(&other_id, "sv-AAAAAAAAAAAAAAAA");
+    assert_eq!(download(&app, &moved).await.0, 403, "the signature names its version");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(download(&app, &link).await.0, 403, "an expired link");
+}
+
+#[tokio::test]
+async fn teams_that_may_not_read_state_learn_nothing_and_cannot_write_or_lock() {
+    let (app, owners) = acme().await;
+    app.create_organization("globex").await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let version = write_state(&app, &owners, &ws, &terraform_state(1, "lin", &[("x", json!("y"), false)]), 1).await;
+    let version_id = id(&version);
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let other = app.owners_token("globex").await;
+    let reads = [
+        format!("/api/v2/state-versions/{version_id}"),
+        format!("/api/v2/workspaces/{ws}/current-state-version"),
+        format!("/api/v2/workspaces/{ws}/state-versions"),
+        format!("/api/v2/workspaces/{ws}/current-state-version-outputs"),
+        format!("/api/v2/state-versions/{version_id}/outputs"),
+        "/api/v2/state-versions?filter[workspace][name]=network&filter[organization][name]=acme".to_owned(),
+    ];
+    for path in &reads {
+        assert_eq!(app.get(path, &readers).await.status, 404, "{path}: a team without access");
+        assert_eq!(app.get(path, &other).await.status, 404, "{path}: another organization");
+    }
+    let readable = app.get(&format!("/api/v2/workspaces/{ws}"), &readers).await;
+    assert_eq!(readable.body["data"]["attributes"]["permissions"]["can-read-state-versions"], false);
+    let state = terraform_state(2, "lin", &[]);
+    assert_eq!(write_state(&app, &readers, &ws, &state, 2).await.status, 403, "readers may not write");
+    assert_eq!(write_state(&app, &other, &ws, &state, 2).await.status, 404, "another organization");
+    let lock_path = format!("/api/v2/workspaces/{ws}/actions/unlock");
+    assert_eq!(app.post(&lock_path, &readers, json!({})).await.status, 403, "readers may not unlock");
+
+    // A team that manages workspaces may, but not while someone else holds the lock.
+    let (_, operators) = app.team_with_token("acme", "operators", json!({"manage-workspaces": true})).await;
+    let held = write_state(&app, &operators, &ws, &state, 2).await;
+    assert_eq!(held.status, 409, "the owners hold the lock: {:?}", held.body);
+    assert_eq!(app.get(&format!("/api/v2/state-versions/{version_id}"), &operators).await.status, 200);
+}
+
+#[tokio::test]
+async fn concurrent_writers_of_one_workspace_leave_one_unbroken_sequence() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let writes = (1..=8u64).map(|serial| {
+        let (app, owners, ws) = (&app, &owners, &ws);
+        async move { (serial, write_state(app, owners, ws, &terraform_state(serial, "lin", &[]), serial).await.status) }
+    });
+    let results = futures::future::join_all(writes).await;
+    let won: Vec<u64> = results.iter().filter(|(_, status)| *status == 201).map(|(serial, _)| *serial).collect();
+    assert!(results.iter().all(|(_, status)| [201, 409].contains(&status.as_u16())), "{results:?}");
+    assert!(won.contains(&8), "the highest serial always lands: {results:?}");
+    let listed = app.get(&format!("/api/v2/workspaces/{ws}/state-versions?page[size]=100"), &owners).await;
+    let serials: Vec<u64> =
+        listed.body["data"].as_array().unwrap().iter().map(|v| v["attributes"]["serial"].as_u64().unwrap()).collect();
+    assert_eq!(serials.len(), won.len(), "every accepted write is one version: {results:?}");
+    assert!(serials.windows(2).all(|pair| pair[0] > pair[1]), "each accepted write advanced the serial: {serials:?}");
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(current.body["data"]["attributes"]["serial"], 8);
+}
+
+#[tokio::test]
+async fn deleting_a_workspace_deletes_its_state() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let version = write_state(&app, &owners, &ws, &terraform_state(1, "lin", &[]), 1).await;
+    let link = download_url(&version);
+    assert_eq!(std::fs::read_dir(app.data_dir.path().join("sealed")).unwrap().count(), 1);
+    assert_eq!(app.delete(&format!("/api/v2/workspaces/{ws}"), &owners).await.status, 204);
+    assert_eq!(app.get(&format!("/api/v2/state-versions/{}", id(&version)), &owners).await.status, 404);
+    assert_eq!(download(&app, &link).await.0, 404, "a link outlives nothing");
+    assert_eq!(std::fs::read_dir(app.data_dir.path().join("sealed")).unwrap().count(), 0, "the state is gone");
+}
