@@ -276,3 +276,42 @@ async fn deleting_a_workspace_deletes_its_state() {
     assert_eq!(download(&app, &link).await.0, 404, "a link outlives nothing");
     assert_eq!(std::fs::read_dir(app.data_dir.path().join("sealed")).unwrap().count(), 0, "the state is gone");
 }
+
+#[tokio::test]
+#[ignore = "needs the AWS emulator"]
+async fn on_dynamodb_and_s3_state_is_written_locked_raced_served_from_s3_and_deleted() {
+    let (app, owners) = hangar_tests::builders::acme_on_dynamodb().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    let state = terraform_state(1, "lin", &[("greeting", json!("hello"), false)]);
+    assert_eq!(write_state(&app, &owners, &ws, &state, 1).await.status, 409, "unlocked");
+    lock(&app, &owners, &ws).await;
+    let version = write_state(&app, &owners, &ws, &state, 1).await;
+    assert_eq!(version.status, 201, "{:?}", version.body);
+
+    // The link is Hangar's; it sends the client on to S3, dropping any bearer token on the way.
+    let link = download_url(&version);
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let answer = no_redirects.get(&link).bearer_auth(&owners).send().await.unwrap();
+    assert_eq!(answer.status().as_u16(), 307);
+    let location = answer.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.contains("X-Amz-Signature"), "a pre-signed S3 link: {location}");
+    assert_eq!(download(&app, &link).await, (200, state.clone()));
+    let outputs = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version-outputs"), &owners).await;
+    assert_eq!(outputs.body["data"][0]["attributes"]["value"], "hello");
+
+    let writes = (2..=6u64).map(|serial| {
+        let (app, owners, ws) = (&app, &owners, &ws);
+        async move { write_state(app, owners, ws, &terraform_state(serial, "lin", &[]), serial).await.status.as_u16() }
+    });
+    let statuses = futures::future::join_all(writes).await;
+    assert!(statuses.iter().all(|status| [201, 409].contains(status)), "{statuses:?}");
+    let listed = app.get(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners).await;
+    let accepted = statuses.iter().filter(|status| **status == 201).count();
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], json!(accepted + 1), "{statuses:?}");
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(current.body["data"]["attributes"]["serial"], 6);
+
+    assert_eq!(app.delete(&format!("/api/v2/workspaces/{ws}"), &owners).await.status, 204);
+    assert_eq!(app.get(&format!("/api/v2/state-versions/{}", id(&version)), &owners).await.status, 404);
+    assert_eq!(download(&app, &link).await.0, 404);
+}

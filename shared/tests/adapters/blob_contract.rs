@@ -81,8 +81,28 @@ contract!(
     copy_is_independent_of_its_source,
     a_local_file_is_stored_whole,
     uploads_and_archives_are_apart,
-    a_blocking_read_sees_the_same_bytes
+    a_blocking_read_sees_the_same_bytes,
+    a_sealed_object_is_apart_and_read_back_whole
 );
+
+/// A sealed object (a state) reads back as stored, is no archive or upload, is deleted by
+/// `delete_sealed` alone, and in S3 has a pre-signed link that serves it decrypted.
+async fn a_sealed_object_is_apart_and_read_back_whole(blobs: Blobs) {
+    let id = ObjectId::generate();
+    let body = payload(100_000, 9);
+    blobs.put_sealed(&id, bytes::Bytes::from(body.clone())).await.unwrap();
+    assert_eq!(blobs.open_sealed(&id).await.unwrap().to_vec(), body);
+    assert!(matches!(read(&blobs, &id).await, Err(BlobError::NotFound)), "no archive of that id");
+    if let Some(url) = blobs.sealed_download_url(&id, VALID).await.unwrap() {
+        let served = reqwest::get(&url).await.expect("the link answers");
+        assert_eq!(served.bytes().await.unwrap().to_vec(), body);
+    }
+    blobs.delete(&id).await.unwrap();
+    assert_eq!(blobs.open_sealed(&id).await.unwrap().len(), body.len(), "delete leaves sealed objects");
+    blobs.delete_sealed(&id).await.unwrap();
+    assert!(matches!(blobs.open_sealed(&id).await, Err(BlobError::NotFound)));
+    blobs.delete_sealed(&id).await.expect("deleting a missing sealed object succeeds");
+}
 
 /// Deterministic bytes that are not all alike.
 fn payload(len: usize, seed: u8) -> Vec<u8> {
