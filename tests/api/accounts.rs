@@ -603,3 +603,54 @@ async fn of_requests_racing_for_a_workspace_lock_exactly_one_takes_it() {
     let shown = app.get(&format!("/api/v2/workspaces/{id}"), &owners).await;
     assert!(shown.body["data"]["attributes"]["locked-reason"].as_str().unwrap().starts_with("racer "));
 }
+
+#[tokio::test]
+async fn a_workspace_keeps_its_terraform_version_working_directory_and_auto_apply() {
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let created = app.post("/api/v2/organizations/acme/workspaces", &owners, json!({"data": {"type": "workspaces",
+        "attributes": {"name": "net", "terraform-version": "1.5.7", "working-directory": "envs/prod/", "auto-apply": true}}})).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let attributes = &created.body["data"]["attributes"];
+    assert_eq!(
+        (attributes["terraform-version"].as_str(), attributes["working-directory"].as_str()),
+        (Some("1.5.7"), Some("envs/prod"))
+    );
+    assert_eq!(attributes["auto-apply"], true);
+    let id = created.body["data"]["id"].as_str().unwrap().to_owned();
+    let path = format!("/api/v2/workspaces/{id}");
+    let changed = app
+        .patch(&path, &owners, json!({"data": {"type": "workspaces", "attributes": {"terraform-version": "~> 1.6"}}}))
+        .await;
+    assert_eq!(changed.body["data"]["attributes"]["terraform-version"], "~> 1.6");
+    assert_eq!(changed.body["data"]["attributes"]["auto-apply"], true, "what a change leaves out stays");
+    let latest = app
+        .patch(
+            &path,
+            &owners,
+            json!({"data": {"type": "workspaces", "attributes": {"terraform-version": "latest", "auto-apply": false}}}),
+        )
+        .await;
+    assert_eq!(
+        (
+            latest.body["data"]["attributes"]["terraform-version"].as_str(),
+            latest.body["data"]["attributes"]["auto-apply"].as_bool()
+        ),
+        (Some("latest"), Some(false))
+    );
+    for (name, value) in [
+        ("terraform-version", json!("banana")),
+        ("working-directory", json!("../etc")),
+        ("working-directory", json!("a//b")),
+        ("auto-apply", json!("yes")),
+    ] {
+        let refused =
+            app.patch(&path, &owners, json!({"data": {"type": "workspaces", "attributes": {name: value}}})).await;
+        assert_eq!(refused.status, 422, "{name} = {value}: {:?}", refused.body);
+        assert_eq!(refused.body["errors"][0]["source"]["pointer"], format!("/data/attributes/{name}"));
+    }
+    assert_eq!(
+        app.get(&path, &owners).await.body["data"]["attributes"]["working-directory"],
+        "envs/prod",
+        "refused changes change nothing"
+    );
+}

@@ -18,7 +18,7 @@ use super::org_tokens;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
-use super::workspaces::{self, Execution, NewWorkspace, WorkspaceAt, WorkspaceChanges};
+use super::workspaces::{self, Execution, NewWorkspace, SettingsChanges, WorkspaceAt, WorkspaceChanges};
 use crate::api::BaseUrl;
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
 use crate::auth::{OrganizationAccess, Permission, Principal};
@@ -293,6 +293,19 @@ struct WorkspaceAttrs {
     /// go-tfe sends the pool as this attribute; the API's own form is the `agent-pool`
     /// relationship. Both are accepted.
     agent_pool_id: Option<String>,
+    terraform_version: Option<String>,
+    working_directory: Option<String>,
+    auto_apply: Option<bool>,
+}
+
+impl WorkspaceAttrs {
+    fn settings(&self) -> SettingsChanges {
+        SettingsChanges {
+            terraform_version: self.terraform_version.clone(),
+            working_directory: self.working_directory.clone(),
+            auto_apply: self.auto_apply,
+        }
+    }
 }
 
 /// The execution a workspace request asks for, from its attributes and relationships.
@@ -314,8 +327,12 @@ async fn create_workspace(
         .name
         .clone()
         .ok_or_else(|| ApiError::invalid("/data/attributes/name", "`name` is required."))?;
-    let new =
-        NewWorkspace { name, description: incoming.attributes.description.clone(), execution: execution(&incoming)? };
+    let new = NewWorkspace {
+        name,
+        description: incoming.attributes.description.clone(),
+        execution: execution(&incoming)?,
+        settings: incoming.attributes.settings(),
+    };
     let (workspace, org) = workspaces::create(state.store.as_ref(), &principal, &org, new).await?;
     Ok(Document::one(render::workspace(&workspace, &org.name, &principal)).created())
 }
@@ -326,6 +343,7 @@ fn changes(body: &JsonApiBody) -> Result<WorkspaceChanges> {
         name: incoming.attributes.name.clone(),
         description: incoming.attributes.description.clone(),
         execution: execution(&incoming)?,
+        settings: incoming.attributes.settings(),
     })
 }
 

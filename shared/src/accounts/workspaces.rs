@@ -56,6 +56,78 @@ pub struct Workspace {
     /// How many state versions it has had: the next one's place in its sequence.
     #[serde(default)]
     pub state_versions: u64,
+    #[serde(default, flatten)]
+    pub settings: Settings,
+}
+
+/// How a workspace's runs are made: HCP's `terraform-version`, `working-directory` and
+/// `auto-apply`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Settings {
+    /// A version (`1.5.7`), a constraint (`~> 1.5`), or none: `latest`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub terraform_version: Option<String>,
+    /// Where in the configuration Terraform runs, relative to its root; empty: the root.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub working_directory: String,
+    #[serde(default)]
+    pub auto_apply: bool,
+}
+
+/// Changes to a workspace's [`Settings`]; `None` keeps a value.
+#[derive(Debug, Clone, Default)]
+pub struct SettingsChanges {
+    pub terraform_version: Option<String>,
+    pub working_directory: Option<String>,
+    pub auto_apply: Option<bool>,
+}
+
+/// The longest `terraform-version` and `working-directory` a workspace takes.
+const MAX_TERRAFORM_VERSION: usize = 64;
+const MAX_WORKING_DIRECTORY: usize = 1024;
+
+/// Whether `text` is a Terraform version constraint (`~> 1.5`, `>= 1.0, < 2.0`): SemVer's
+/// requirement syntax but for Terraform's pessimistic `~>`, read here as SemVer's `~` (the two
+/// differ in what they allow, not in their form).
+fn is_constraint(text: &str) -> bool {
+    semver::VersionReq::parse(&text.replace("~>", "~")).is_ok()
+}
+
+impl SettingsChanges {
+    /// `current` with these changes, checked.
+    fn applied_to(&self, current: &Settings) -> Result<Settings> {
+        let mut next = current.clone();
+        if let Some(version) = &self.terraform_version {
+            let version = version.trim();
+            let valid = version == "latest" || semver::Version::parse(version).is_ok() || is_constraint(version);
+            if !valid || version.len() > MAX_TERRAFORM_VERSION {
+                return Err(AccountsError::invalid(
+                    Field::Attribute("terraform-version"),
+                    "must be `latest`, a version such as `1.5.7`, or a constraint such as `~> 1.5`",
+                ));
+            }
+            next.terraform_version = (version != "latest").then(|| version.to_owned());
+        }
+        if let Some(directory) = &self.working_directory {
+            let directory = directory.trim_matches('/');
+            let valid = directory.len() <= MAX_WORKING_DIRECTORY
+                && !directory.chars().any(|c| c.is_control() || c == '\\')
+                && !directory
+                    .split('/')
+                    .any(|part| part == ".." || part == "." || (part.is_empty() && !directory.is_empty()));
+            if !valid {
+                return Err(AccountsError::invalid(
+                    Field::Attribute("working-directory"),
+                    "must be a relative path inside the configuration (no `..`, at most 1024 bytes)",
+                ));
+            }
+            next.working_directory = directory.to_owned();
+        }
+        if let Some(auto_apply) = self.auto_apply {
+            next.auto_apply = auto_apply;
+        }
+        Ok(next)
+    }
 }
 
 /// What a workspace records of its current state version.
@@ -228,6 +300,7 @@ pub struct NewWorkspace {
     pub name: String,
     pub description: Option<String>,
     pub execution: Execution,
+    pub settings: SettingsChanges,
 }
 
 pub async fn create(
@@ -239,6 +312,7 @@ pub async fn create(
     let org = access::authorized(store, principal, org_name, Permission::ManageWorkspaces).await?;
     names::check(&new.name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     let (execution_mode, agent_pool_id) = resolve(("remote", None), &new.execution)?;
+    let settings = new.settings.applied_to(&Settings::default())?;
     let workspace = Workspace {
         id: new_id("ws"),
         org_id: org.id.clone(),
@@ -254,6 +328,7 @@ pub async fn create(
         locked_by: None,
         current_state: None,
         state_versions: 0,
+        settings,
     };
     // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.
     let ws = &workspace;
@@ -279,6 +354,7 @@ pub struct WorkspaceChanges {
     pub name: Option<String>,
     pub description: Option<String>,
     pub execution: Execution,
+    pub settings: SettingsChanges,
 }
 
 /// Where a request points at a workspace: HCP's two paths, by its id or by the names of its
@@ -340,6 +416,7 @@ async fn apply(store: &dyn ItemStore, current: Workspace, changes: WorkspaceChan
     if let Some(name) = &changes.name {
         names::check(name, names::WORKSPACE).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
     }
+    changes.settings.applied_to(&current.settings)?;
     let id = current.id.clone();
     let (id, changes, mut first) = (&id, &changes, Some(current));
     let updated = retry_on_race(|| {
@@ -353,6 +430,7 @@ async fn apply(store: &dyn ItemStore, current: Workspace, changes: WorkspaceChan
             if changes.description.is_some() {
                 workspace.description = changes.description.clone();
             }
+            workspace.settings = changes.settings.applied_to(&current.settings)?;
             let current_execution = (current.execution_mode.as_str(), current.agent_pool_id.as_deref());
             (workspace.execution_mode, workspace.agent_pool_id) = resolve(current_execution, &changes.execution)?;
             let renamed = workspace.name != current.name;
