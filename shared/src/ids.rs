@@ -33,10 +33,11 @@ pub enum Kind {
     OAuthToken,
     Module,
     StateVersion,
+    Variable,
 }
 
 impl Kind {
-    const ALL: [Kind; 9] = [
+    const ALL: [Kind; 10] = [
         Kind::Team,
         Kind::Workspace,
         Kind::AgentPool,
@@ -46,6 +47,7 @@ impl Kind {
         Kind::OAuthToken,
         Kind::Module,
         Kind::StateVersion,
+        Kind::Variable,
     ];
 
     /// The prefix of this kind's ids, before the dash.
@@ -60,6 +62,7 @@ impl Kind {
             Kind::OAuthToken => "ot",
             Kind::Module => "mod",
             Kind::StateVersion => "sv",
+            Kind::Variable => "var",
         }
     }
 

@@ -26,5 +26,6 @@ mod state_versions;
 mod store_throttle;
 mod template;
 mod uploads;
+mod variables;
 mod vcs_publishing;
 mod web_console;

@@ -1,5 +1,5 @@
 """Workspaces through pytfe, unchanged: a search, a lock as the CLI's remote backend takes one,
-and safe-delete."""
+safe-delete, variables, and state versions."""
 
 import pytest
 from pytfe import TFEClient, TFEConfig
@@ -31,3 +31,43 @@ def test_an_operator_locks_searches_and_safely_deletes_workspaces_through_pytfe(
 
     client.workspaces.safe_delete_by_id(prod.id)
     assert [w.name for w in client.workspaces.list("acme")] == ["staging-network"]
+
+
+def test_variables_and_state_through_pytfe(hangar):
+    import base64
+    import hashlib
+    import json
+
+    from pytfe.models import CategoryType, VariableCreateOptions, VariableUpdateOptions
+
+    client = TFEClient(TFEConfig(address=hangar.url, token=hangar.admin_token))
+    client.organizations.create(OrganizationCreateOptions(name="acme", email="ops@acme.example"))
+    workspace = client.workspaces.create("acme", WorkspaceCreateOptions(name="network"))
+
+    region = client.variables.create(
+        workspace.id, VariableCreateOptions(key="region", value="eu-west-1", category=CategoryType.TERRAFORM)
+    )
+    secret = client.variables.create(
+        workspace.id, VariableCreateOptions(key="TOKEN", value="s3cret", category=CategoryType.ENV, sensitive=True)
+    )
+    assert secret.sensitive and not secret.value
+    listed = {v.key: v for v in client.variables.list(workspace.id)}
+    assert listed["region"].value == "eu-west-1" and not listed["TOKEN"].value
+    updated = client.variables.update(workspace.id, region.id, VariableUpdateOptions(value="us-east-1"))
+    assert updated.value == "us-east-1"
+    client.variables.delete(workspace.id, secret.id)
+    assert [v.key for v in client.variables.list(workspace.id)] == ["region"]
+
+    # State written as the CLI writes it, read back through pytfe's state-version calls.
+    client.workspaces.lock(workspace.id, WorkspaceLockOptions(reason="write state"))
+    state = json.dumps({"version": 4, "terraform_version": "1.0.3", "serial": 1, "lineage": "lin",
+                        "outputs": {"x": {"value": "y", "type": "string"}}, "resources": []}).encode()
+    from pytfe.models import StateVersionCreateOptions
+
+    created = client.state_versions.create(workspace.id, StateVersionCreateOptions(
+        serial=1, md5=hashlib.md5(state).hexdigest(), state=base64.b64encode(state).decode()))
+    assert created.serial == 1
+    assert client.state_versions.read_current(workspace.id).id == created.id
+    assert json.loads(client.state_versions.download_current(workspace.id))["outputs"]["x"]["value"] == "y"
+    outputs = list(client.state_versions.list_outputs(created.id))
+    assert [(o.name, o.value) for o in outputs] == [("x", "y")]

@@ -12,6 +12,8 @@ pub mod organizations;
 pub(crate) mod render;
 mod routes;
 pub mod teams;
+mod variable_routes;
+pub mod variables;
 pub mod workspaces;
 
 pub use error::AccountsError;

@@ -5,6 +5,7 @@ use serde_json::{json, Value};
 use super::access::Organization;
 use super::entitlements::Entitlements;
 use super::teams::{Team, TeamToken};
+use super::variables::Variable;
 use super::workspaces::{Workspace, WorkspacePermissions};
 use crate::api::Resource;
 use crate::auth::{Permission, Principal};
@@ -106,7 +107,7 @@ pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
 }
 
 /// A workspace as HCP shapes it, with what `principal` may do with it. The permissions of what
-/// Hangar does not serve yet (runs, variables, tags, run tasks) are false.
+/// Hangar does not serve yet (runs, tags, run tasks) are false.
 pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -> Resource {
     let may = WorkspacePermissions::of(principal, workspace);
     Resource::new(
@@ -134,8 +135,8 @@ pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -
                 "can-queue-run": false,
                 "can-queue-apply": false,
                 "can-queue-destroy": false,
-                "can-read-variable": false,
-                "can-update-variable": false,
+                "can-read-variable": may.read_variables,
+                "can-update-variable": may.write_variables,
                 "can-read-state-versions": may.read_state,
                 "can-read-state-outputs": may.read_state_outputs,
                 "can-create-state-versions": may.write_state,
@@ -151,6 +152,26 @@ pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -
     .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
     .to_one_or_null("current-state-version", "state-versions", workspace.current_state.as_ref().map(|s| s.id.as_str()))
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
+}
+
+/// A workspace variable; a sensitive one without its value.
+pub fn variable(variable: &Variable) -> Resource {
+    Resource::new(
+        "vars",
+        &variable.id,
+        json!({
+            "key": variable.key,
+            "value": if variable.sensitive { None } else { variable.value.as_deref() },
+            "description": variable.description,
+            "category": variable.category.as_str(),
+            "hcl": variable.hcl,
+            "sensitive": variable.sensitive,
+            "created-at": variable.created_at,
+            "version-id": format!("{}-{}", variable.id, variable.revision),
+        }),
+    )
+    .to_one("configurable", "workspaces", &variable.workspace_id)
+    .link("self", format!("/api/v2/workspaces/{}/vars/{}", variable.workspace_id, variable.id))
 }
 
 /// The caller as HCP Terraform describes a token's user: a service account for team tokens.

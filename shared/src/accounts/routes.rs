@@ -62,6 +62,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/oauth-clients/{id}", get(show_oauth_client).delete(delete_oauth_client))
         .route("/api/v2/oauth-clients/{id}/oauth-tokens", get(list_oauth_tokens))
         .route("/api/v2/oauth-tokens/{id}", get(show_oauth_token))
+        .merge(super::variable_routes::router())
 }
 
 /// go-tfe and pytfe call this first and read the API version and rate limit from it.

@@ -148,12 +148,22 @@ pub struct WorkspacePermissions {
     pub read_state_outputs: bool,
     pub read_state: bool,
     pub write_state: bool,
+    pub read_variables: bool,
+    pub write_variables: bool,
 }
 
 impl WorkspacePermissions {
     pub fn of(principal: &Principal, workspace: &Workspace) -> Self {
         let manage = principal.can(&workspace.org_id, Permission::ManageWorkspaces);
-        Self { manage, lock: manage, read_state_outputs: manage, read_state: manage, write_state: manage }
+        Self {
+            manage,
+            lock: manage,
+            read_state_outputs: manage,
+            read_state: manage,
+            write_state: manage,
+            read_variables: manage,
+            write_variables: manage,
+        }
     }
 }
 

@@ -42,6 +42,8 @@ pub enum SecretKind {
     /// A stored object sealed whole (a workspace's state); the record is the object's id. Only
     /// local blobs seal with it: in S3 the object is encrypted under KMS by S3 itself.
     SealedObject,
+    /// A workspace variable's sensitive value; the record is the variable's `var-` id.
+    WorkspaceVariable,
 }
 
 impl SecretKind {
@@ -53,6 +55,7 @@ impl SecretKind {
             SecretKind::OAuthToken => "oauth-token",
             SecretKind::WebhookSecret => "webhook-secret",
             SecretKind::SealedObject => "sealed-object",
+            SecretKind::WorkspaceVariable => "workspace-variable",
         }
     }
 }
@@ -87,6 +90,11 @@ impl SealContext {
     /// The webhook secret of a VCS module, by its webhook's uuid.
     pub fn webhook_secret(webhook_uuid: &str) -> Self {
         Self::new(SecretKind::WebhookSecret, webhook_uuid)
+    }
+
+    /// A workspace variable's sensitive value, by the variable's id.
+    pub fn workspace_variable(variable_id: &str) -> Self {
+        Self::new(SecretKind::WorkspaceVariable, variable_id)
     }
 
     /// A stored object sealed whole, by its object id.
@@ -247,6 +255,7 @@ mod tests {
             SealContext::oauth_token("a\0"),
             SealContext::webhook_secret("a"),
             SealContext::sealed_object("a"),
+            SealContext::workspace_variable("a"),
         ];
         for (i, one) in contexts.iter().enumerate() {
             for other in &contexts[i + 1..] {

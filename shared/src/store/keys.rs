@@ -7,6 +7,7 @@
 //! | team | `ORG#<org-id>` | `TEAM#<name>` | |
 //! | workspace | `ORG#<org-id>` | `WS#<name>` | |
 //! | a workspace's state version | `ORG#<org-id>` | `WSD#<workspace-id>#SV#<sequence>` | |
+//! | a workspace's variable, its key's claim | `ORG#<org-id>` | `WSD#<workspace-id>#VAR#<var-id>`, `WSD#<workspace-id>#VARKEY#<category>#<key>` | |
 //! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
 //! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
 //! | its parsed metadata | `ORG#<org-id>` | `VMETA#<name>#<provider>#<version>` | |
@@ -95,7 +96,23 @@ pub fn state_versions(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#SV#"))
 }
 
-/// Everything a workspace owns (its state versions), which its deletion removes.
+/// A workspace's variable.
+pub fn variable(org_id: &str, workspace_id: &str, variable_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VAR#{variable_id}"))
+}
+
+/// A workspace's variables.
+pub fn variables(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VAR#"))
+}
+
+/// Claimed by a variable's key in its category, so a workspace has one variable of each. Keys
+/// hold no `#` (`accounts::variables` checks them).
+pub fn variable_key_claim(org_id: &str, workspace_id: &str, category: &str, key: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VARKEY#{category}#{key}"))
+}
+
+/// Everything a workspace owns (its state versions and variables), which its deletion removes.
 pub fn workspace_data(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#"))
 }
@@ -117,9 +134,15 @@ pub fn holds(key: &Key, kind: Kind) -> bool {
         Kind::OAuthClient => "OAUTHCLIENT#",
         Kind::OAuthToken => "OAUTHTOKEN#",
         Kind::Module => "MOD#",
-        Kind::StateVersion => "WSD#",
+        Kind::StateVersion | Kind::Variable => "WSD#",
     };
-    key.pk.starts_with("ORG#") && key.sk.starts_with(sort)
+    // A workspace's data holds several kinds: the one after its id tells them apart.
+    let within = match kind {
+        Kind::StateVersion => "#SV#",
+        Kind::Variable => "#VAR#",
+        _ => "",
+    };
+    key.pk.starts_with("ORG#") && key.sk.starts_with(sort) && key.sk.contains(within)
 }
 
 pub fn token(hash_hex: &str) -> Key {
