@@ -34,10 +34,11 @@ pub enum Kind {
     Module,
     StateVersion,
     Variable,
+    TeamAccess,
 }
 
 impl Kind {
-    const ALL: [Kind; 10] = [
+    const ALL: [Kind; 11] = [
         Kind::Team,
         Kind::Workspace,
         Kind::AgentPool,
@@ -48,6 +49,7 @@ impl Kind {
         Kind::Module,
         Kind::StateVersion,
         Kind::Variable,
+        Kind::TeamAccess,
     ];
 
     /// The prefix of this kind's ids, before the dash.
@@ -63,6 +65,7 @@ impl Kind {
             Kind::Module => "mod",
             Kind::StateVersion => "sv",
             Kind::Variable => "var",
+            Kind::TeamAccess => "tws",
         }
     }
 

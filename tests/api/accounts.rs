@@ -495,12 +495,15 @@ async fn a_workspace_lock_refuses_callers_without_the_permission_and_reasons_it_
     app.create_organization("globex").await;
     let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
     let id = created.body["data"]["id"].as_str().unwrap().to_owned();
-    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let (readers_id, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    hangar_tests::builders::grant(&app, &owners, &readers_id, &id, json!({"access": "read"})).await;
+    let (_, strangers) = app.team_with_token("acme", "strangers", json!({})).await;
     let other = app.owners_token("globex").await;
 
     let too_long = json!({ "reason": "x".repeat(1025) }).to_string();
     for name in ["lock", "unlock", "force-unlock"] {
         assert_eq!(action(&app, &id, name, &readers, &too_long).await.status, 403, "{name}: readers may not");
+        assert_eq!(action(&app, &id, name, &strangers, &too_long).await.status, 404, "{name}: no access, not seen");
         assert_eq!(action(&app, &id, name, &other, &too_long).await.status, 404, "{name}: another organization's");
     }
     let huge = json!({ "reason": "x".repeat(64 * 1024) }).to_string();
@@ -538,7 +541,11 @@ async fn workspaces_are_searched_by_name_and_show_what_the_caller_may_do() {
         assert_eq!(refused.status, 422, "{filter} is refused, never ignored: {:?}", refused.body);
     }
 
-    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let (readers_id, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let prod_db = all.body["data"][0]["id"].as_str().unwrap().to_owned();
+    hangar_tests::builders::grant(&app, &owners, &readers_id, &prod_db, json!({"access": "read"})).await;
+    let visible = app.get("/api/v2/organizations/acme/workspaces", &readers).await;
+    assert_eq!(visible.body["meta"]["pagination"]["total-count"], 1, "a team lists the workspaces it has access to");
     let mine = &all.body["data"][0]["attributes"];
     let theirs = app.get("/api/v2/organizations/acme/workspaces/prod-db", &readers).await;
     let theirs = &theirs.body["data"]["attributes"];
@@ -557,10 +564,11 @@ async fn workspaces_are_searched_by_name_and_show_what_the_caller_may_do() {
 #[tokio::test]
 async fn safe_delete_removes_a_workspace_whose_state_holds_nothing_for_those_who_manage_workspaces() {
     let (app, owners) = TestApp::with_organization("acme").await;
-    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let (readers_id, readers) = app.team_with_token("acme", "readers", json!({})).await;
     let created = app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("prod")).await;
     let id = created.body["data"]["id"].as_str().unwrap().to_owned();
     assert_eq!(app.post("/api/v2/organizations/acme/workspaces", &owners, workspace("dev")).await.status, 201);
+    hangar_tests::builders::grant(&app, &owners, &readers_id, &id, json!({"access": "read"})).await;
 
     assert_eq!(action(&app, &id, "safe-delete", &readers, "").await.status, 403);
     // A state that holds resources (as a state version will record it) refuses it.

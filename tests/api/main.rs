@@ -24,6 +24,7 @@ mod reseal;
 mod round_trips;
 mod state_versions;
 mod store_throttle;
+mod team_access;
 mod template;
 mod uploads;
 mod variables;

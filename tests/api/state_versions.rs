@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use hangar::config::Config;
 use hangar_tests::builders::{
-    acme, acme_with, id, lock, new_workspace, state_version_body, terraform_state, write_state,
+    acme, acme_with, grant, id, lock, new_workspace, state_version_body, terraform_state, write_state,
 };
 use hangar_tests::{Reply, TestApp};
 use serde_json::{json, Value};
@@ -205,14 +205,20 @@ async fn download_links_work_alone_unaltered_and_until_they_expire() {
 }
 
 #[tokio::test]
-async fn teams_that_may_not_read_state_learn_nothing_and_cannot_write_or_lock() {
+async fn each_team_reads_and_writes_state_as_its_access_allows_and_others_learn_nothing() {
     let (app, owners) = acme().await;
     app.create_organization("globex").await;
     let ws = new_workspace(&app, &owners, "acme", "network").await;
     lock(&app, &owners, &ws).await;
     let version = write_state(&app, &owners, &ws, &terraform_state(1, "lin", &[("x", json!("y"), false)]), 1).await;
     let version_id = id(&version);
-    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let (_, strangers) = app.team_with_token("acme", "strangers", json!({})).await;
+    let (readers_id, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    grant(&app, &owners, &readers_id, &ws, json!({"access": "read"})).await;
+    let (outputs_id, outputs_only) = app.team_with_token("acme", "outputs", json!({})).await;
+    grant(&app, &owners, &outputs_id, &ws, json!({"access": "custom", "state-versions": "read-outputs"})).await;
+    let (blind_id, blind) = app.team_with_token("acme", "blind", json!({})).await;
+    grant(&app, &owners, &blind_id, &ws, json!({"access": "custom", "state-versions": "none"})).await;
     let other = app.owners_token("globex").await;
     let reads = [
         format!("/api/v2/state-versions/{version_id}"),
@@ -223,21 +229,40 @@ async fn teams_that_may_not_read_state_learn_nothing_and_cannot_write_or_lock() 
         "/api/v2/state-versions?filter[workspace][name]=network&filter[organization][name]=acme".to_owned(),
     ];
     for path in &reads {
-        assert_eq!(app.get(path, &readers).await.status, 404, "{path}: a team without access");
+        assert_eq!(app.get(path, &strangers).await.status, 404, "{path}: a team without access");
+        assert_eq!(app.get(path, &blind).await.status, 404, "{path}: a team whose access holds no state");
         assert_eq!(app.get(path, &other).await.status, 404, "{path}: another organization");
+        assert_eq!(app.get(path, &readers).await.status, 200, "{path}: read access reads state");
+        assert_eq!(app.get(path, &outputs_only).await.status, 200, "{path}: read-outputs reads outputs");
     }
-    let readable = app.get(&format!("/api/v2/workspaces/{ws}"), &readers).await;
-    assert_eq!(readable.body["data"]["attributes"]["permissions"]["can-read-state-versions"], false);
+    let shown = app.get(&format!("/api/v2/state-versions/{version_id}"), &outputs_only).await;
+    assert_eq!(shown.body["data"]["attributes"]["hosted-state-download-url"], Value::Null, "outputs, not the state");
+    assert!(
+        download_url(&app.get(&format!("/api/v2/state-versions/{version_id}"), &readers).await).contains("signature=")
+    );
+    let seen = app.get(&format!("/api/v2/workspaces/{ws}"), &blind).await;
+    assert_eq!(seen.body["data"]["attributes"]["permissions"]["can-read-state-versions"], false);
+    assert_eq!(app.get(&format!("/api/v2/workspaces/{ws}"), &strangers).await.status, 404);
     let state = terraform_state(2, "lin", &[]);
     assert_eq!(write_state(&app, &readers, &ws, &state, 2).await.status, 403, "readers may not write");
+    assert_eq!(write_state(&app, &strangers, &ws, &state, 2).await.status, 404, "strangers do not see it");
     assert_eq!(write_state(&app, &other, &ws, &state, 2).await.status, 404, "another organization");
     let lock_path = format!("/api/v2/workspaces/{ws}/actions/unlock");
     assert_eq!(app.post(&lock_path, &readers, json!({})).await.status, 403, "readers may not unlock");
 
+    // A team with write access writes state once it holds the lock.
+    let (writers_id, writers) = app.team_with_token("acme", "writers", json!({})).await;
+    grant(&app, &owners, &writers_id, &ws, json!({"access": "write"})).await;
+    assert_eq!(write_state(&app, &writers, &ws, &state, 2).await.status, 409, "the owners hold the lock");
+    assert_eq!(app.post(&lock_path, &owners, json!({})).await.status, 200);
+    lock(&app, &writers, &ws).await;
+    assert_eq!(write_state(&app, &writers, &ws, &state, 2).await.status, 201);
+    let state = terraform_state(3, "lin", &[]);
+
     // A team that manages workspaces may, but not while someone else holds the lock.
     let (_, operators) = app.team_with_token("acme", "operators", json!({"manage-workspaces": true})).await;
-    let held = write_state(&app, &operators, &ws, &state, 2).await;
-    assert_eq!(held.status, 409, "the owners hold the lock: {:?}", held.body);
+    let held = write_state(&app, &operators, &ws, &state, 3).await;
+    assert_eq!(held.status, 409, "the writers hold the lock: {:?}", held.body);
     assert_eq!(app.get(&format!("/api/v2/state-versions/{version_id}"), &operators).await.status, 200);
 }
 

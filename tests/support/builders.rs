@@ -222,3 +222,15 @@ pub async fn lock(app: &TestApp, token: &str, id: &str) {
 pub async fn write_state(app: &TestApp, token: &str, id: &str, state: &[u8], serial: u64) -> Reply {
     app.post(&format!("/api/v2/workspaces/{id}/state-versions"), token, state_version_body(state, serial, false)).await
 }
+
+/// Grants the team `team_id` access to the workspace `workspace_id` (`attributes`: `access` and,
+/// with `custom`, the fine-grained permissions), as `token`; returns the access's id.
+pub async fn grant(app: &TestApp, token: &str, team_id: &str, workspace_id: &str, attributes: Value) -> String {
+    let body = json!({"data": {"type": "team-workspaces", "attributes": attributes, "relationships": {
+        "team": {"data": {"type": "teams", "id": team_id}},
+        "workspace": {"data": {"type": "workspaces", "id": workspace_id}},
+    }}});
+    let reply = app.post("/api/v2/team-workspaces", token, body).await;
+    assert_eq!(reply.status, 201, "granting {team_id} access to {workspace_id}: {:?}", reply.body);
+    id(&reply)
+}

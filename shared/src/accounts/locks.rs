@@ -1,14 +1,13 @@
 //! Workspace locks, as HCP Terraform's `actions/lock`, `actions/unlock` and
 //! `actions/force-unlock` have them: a lock names who holds it and why; only its holder unlocks
-//! it, and a principal that manages the organization's workspaces may force it open. A lock is
+//! it, and a principal with admin access to the workspace may force it open. A lock is
 //! part of the workspace's record, so taking one is a conditional write of that record: of two
 //! callers racing for it, one wins and the other is told it is locked.
 
-use super::access::Organization;
 use super::error::{AccountsError, Result};
-use super::workspaces::{find, reread, Lock, Workspace, WorkspaceAt};
+use super::workspaces::{find, reread, Found, Lock, Workspace, WorkspaceAt};
 use crate::api::{timestamp, Field};
-use crate::auth::{Permission, Principal};
+use crate::auth::Principal;
 use crate::store::{retry_on_race, ItemStore, Write};
 
 /// The longest reason a lock keeps, in bytes.
@@ -26,16 +25,16 @@ pub enum LockChange {
     ForceUnlock,
 }
 
-/// Locks or unlocks the workspace `id` for a principal that manages the organization's
-/// workspaces. A workspace locked already (by anyone) is a conflict, as is an unlock of an
+/// Locks or unlocks the workspace `id` for a principal whose access allows it (workspace
+/// locking; force-unlock: admin). A workspace locked already (by anyone) is a conflict, as is an unlock of an
 /// unlocked workspace or of one another holds.
-pub async fn change(
-    store: &dyn ItemStore,
-    principal: &Principal,
-    id: &str,
-    change: LockChange,
-) -> Result<(Workspace, Organization)> {
-    let (found, org) = find(store, principal, WorkspaceAt::Id(id), Permission::ManageWorkspaces).await?;
+pub async fn change(store: &dyn ItemStore, principal: &Principal, id: &str, change: LockChange) -> Result<Found> {
+    let found = match change {
+        LockChange::ForceUnlock => {
+            find(store, principal, WorkspaceAt::Id(id)).await?.requiring(|may| may.force_unlock, "force-unlock")
+        }
+        _ => find(store, principal, WorkspaceAt::Id(id)).await?.requiring(|may| may.lock, "lock or unlock"),
+    }?;
     if let LockChange::Lock { reason: Some(reason) } = &change {
         if reason.len() > MAX_REASON {
             let detail = format!("is longer than {MAX_REASON} bytes");
@@ -43,6 +42,7 @@ pub async fn change(
         }
     }
     let caller = principal.user_id();
+    let Found { workspace: found, org, may } = found;
     let (change, caller, mut first) = (&change, &caller, Some(found));
     let changed = retry_on_race(|| {
         let first = first.take();
@@ -78,7 +78,7 @@ pub async fn change(
     })
     .await?;
     let workspace = changed.ok_or_else(|| conflict("The workspace kept changing; retry."))?;
-    Ok((workspace, org))
+    Ok(Found { workspace, org, may })
 }
 
 fn conflict(detail: &str) -> AccountsError {

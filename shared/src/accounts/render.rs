@@ -4,6 +4,7 @@ use serde_json::{json, Value};
 
 use super::access::Organization;
 use super::entitlements::Entitlements;
+use super::grants::TeamAccess;
 use super::teams::{Team, TeamToken};
 use super::variables::Variable;
 use super::workspaces::{Workspace, WorkspacePermissions};
@@ -106,10 +107,9 @@ pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
     Resource::new("authentication-tokens", &token.id, token_attributes(token, secret)).to_one("team", "teams", &team.id)
 }
 
-/// A workspace as HCP shapes it, with what `principal` may do with it. The permissions of what
+/// A workspace as HCP shapes it, with what the caller may do with it. The permissions of what
 /// Hangar does not serve yet (runs, tags, run tasks) are false.
-pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -> Resource {
-    let may = WorkspacePermissions::of(principal, workspace);
+pub fn workspace(workspace: &Workspace, org_name: &str, may: &WorkspacePermissions) -> Resource {
     Resource::new(
         "workspaces",
         &workspace.id,
@@ -152,6 +152,19 @@ pub fn workspace(workspace: &Workspace, org_name: &str, principal: &Principal) -
     .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
     .to_one_or_null("current-state-version", "state-versions", workspace.current_state.as_ref().map(|s| s.id.as_str()))
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
+}
+
+/// A team's access to a workspace, with the permissions it grants.
+pub fn team_access(access: &TeamAccess) -> Resource {
+    let grants = serde_json::to_value(access.grants).expect("grants serialize");
+    let mut attributes = json!({ "access": access.access.as_str() });
+    if let (Some(all), Value::Object(grants)) = (attributes.as_object_mut(), grants) {
+        all.extend(grants);
+    }
+    Resource::new("team-workspaces", &access.id, attributes)
+        .to_one("team", "teams", &access.team_id)
+        .to_one("workspace", "workspaces", &access.workspace_id)
+        .link("self", format!("/api/v2/team-workspaces/{}", access.id))
 }
 
 /// A workspace variable; a sensitive one without its value.

@@ -18,7 +18,9 @@ use super::org_tokens;
 use super::organizations::{self, NewOrganization, OrganizationChanges};
 use super::render;
 use super::teams::{self, NewTeam, NewToken};
-use super::workspaces::{self, Execution, NewWorkspace, SettingsChanges, WorkspaceAt, WorkspaceChanges};
+use super::workspaces::{
+    self, Execution, Found, NewWorkspace, SettingsChanges, WorkspaceAt, WorkspaceChanges, WorkspacePermissions,
+};
 use crate::api::BaseUrl;
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing};
 use crate::auth::{OrganizationAccess, Permission, Principal};
@@ -63,6 +65,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/oauth-clients/{id}/oauth-tokens", get(list_oauth_tokens))
         .route("/api/v2/oauth-tokens/{id}", get(show_oauth_token))
         .merge(super::variable_routes::router())
+        .merge(super::team_access_routes::router())
 }
 
 /// go-tfe and pytfe call this first and read the API version and rate limit from it.
@@ -335,7 +338,12 @@ async fn create_workspace(
         settings: incoming.attributes.settings(),
     };
     let (workspace, org) = workspaces::create(state.store.as_ref(), &principal, &org, new).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)).created())
+    Ok(Document::one(render::workspace(&workspace, &org.name, &WorkspacePermissions::ALL)).created())
+}
+
+/// A workspace found for the caller, rendered with what the caller may do with it.
+fn shown(found: &Found) -> Document {
+    Document::one(render::workspace(&found.workspace, &found.org.name, &found.may))
 }
 
 fn changes(body: &JsonApiBody) -> Result<WorkspaceChanges> {
@@ -355,8 +363,8 @@ async fn update_workspace(
     body: JsonApiBody,
 ) -> Result<Document> {
     let changes = changes(&body)?;
-    let (workspace, org) = workspaces::update(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), changes).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    let found = workspaces::update(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), changes).await?;
+    Ok(shown(&found))
 }
 
 async fn update_workspace_by_name(
@@ -367,8 +375,7 @@ async fn update_workspace_by_name(
 ) -> Result<Document> {
     let changes = changes(&body)?;
     let at = WorkspaceAt::Name { org: &org, name: &name };
-    let (workspace, org) = workspaces::update(state.store.as_ref(), &principal, at, changes).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    Ok(shown(&workspaces::update(state.store.as_ref(), &principal, at, changes).await?))
 }
 
 async fn list_workspaces(
@@ -389,7 +396,7 @@ async fn list_workspaces(
     listing.params.refuse(&unsupported, "Hangar does not filter workspaces by this; use `search[name]`")?;
     let search = listing.params.non_empty("search[name]");
     let (list, matching, org) = workspaces::list(state.store.as_ref(), &principal, &org, search, &listing.page).await?;
-    let resources = list.iter().map(|ws| render::workspace(ws, &org.name, &principal)).collect();
+    let resources = list.iter().map(|(ws, may)| render::workspace(ws, &org.name, may)).collect();
     Ok(Document::page(resources, &listing.envelope(matching)))
 }
 
@@ -398,9 +405,7 @@ async fn show_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let (workspace, org) =
-        workspaces::find(state.store.as_ref(), &principal, WorkspaceAt::Id(&id), Permission::Read).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    Ok(shown(&workspaces::find(state.store.as_ref(), &principal, WorkspaceAt::Id(&id)).await?))
 }
 
 async fn show_workspace_by_name(
@@ -409,8 +414,7 @@ async fn show_workspace_by_name(
     Path((org, name)): Path<(String, String)>,
 ) -> Result<Document> {
     let at = WorkspaceAt::Name { org: &org, name: &name };
-    let (workspace, org) = workspaces::find(state.store.as_ref(), &principal, at, Permission::Read).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    Ok(shown(&workspaces::find(state.store.as_ref(), &principal, at).await?))
 }
 
 async fn delete_workspace(
@@ -464,8 +468,7 @@ async fn lock_workspace(
     body: Bytes,
 ) -> Result<Document> {
     let change = LockChange::Lock { reason: lock_reason(&body)? };
-    let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, change).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    Ok(shown(&locks::change(state.store.as_ref(), &principal, &id, change).await?))
 }
 
 async fn unlock_workspace(
@@ -473,8 +476,7 @@ async fn unlock_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, LockChange::Unlock).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    Ok(shown(&locks::change(state.store.as_ref(), &principal, &id, LockChange::Unlock).await?))
 }
 
 async fn force_unlock_workspace(
@@ -482,8 +484,7 @@ async fn force_unlock_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let (workspace, org) = locks::change(state.store.as_ref(), &principal, &id, LockChange::ForceUnlock).await?;
-    Ok(Document::one(render::workspace(&workspace, &org.name, &principal)))
+    Ok(shown(&locks::change(state.store.as_ref(), &principal, &id, LockChange::ForceUnlock).await?))
 }
 
 fn lock_reason(body: &[u8]) -> Result<Option<String>> {

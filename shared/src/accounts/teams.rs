@@ -58,7 +58,7 @@ impl Team {
         self.name == OWNERS
     }
 
-    fn key(&self) -> Key {
+    pub fn key(&self) -> Key {
         keys::team(&self.org_id, &self.name)
     }
 
@@ -163,7 +163,7 @@ pub async fn delete(store: &dyn ItemStore, principal: &Principal, team_id: &str)
     writes.extend(team.token.iter().map(|t| Write::Delete { key: keys::token(&t.hash), condition: Condition::Always }));
     writes.push(join(&team.org_id, TEAM_COUNT, -1));
     store.transact(writes).await?;
-    Ok(())
+    super::team_access::forget_team(store, &team.org_id, &team.id).await
 }
 
 pub struct NewToken {

@@ -7,9 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::{AccountsError, Result};
-use super::workspaces::{self, Workspace, WorkspaceAt, WorkspacePermissions};
+use super::workspaces::{self, Found, Workspace, WorkspaceAt};
 use crate::api::Field;
-use crate::auth::{Permission, Principal};
+use crate::auth::Principal;
 use crate::ids::{new_id, Kind};
 use crate::seal::{SealContext, Sealer};
 use crate::store::{keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Transaction, Write};
@@ -125,8 +125,7 @@ fn check_text(value: &str, limit: usize, field: &'static str) -> Result<()> {
 /// The workspace `workspace_id` for a caller that may read its variables (else not found),
 /// and whether the caller may change them.
 async fn workspace(store: &dyn ItemStore, principal: &Principal, workspace_id: &str) -> Result<(Workspace, bool)> {
-    let (workspace, _) = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id), Permission::Read).await?;
-    let may = WorkspacePermissions::of(principal, &workspace);
+    let Found { workspace, may, .. } = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id)).await?;
     if !may.read_variables {
         return Err(AccountsError::NotFound);
     }

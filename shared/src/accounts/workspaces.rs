@@ -9,6 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use super::access::{self, join, Organization, WORKSPACE_COUNT};
 use super::error::{AccountsError, Result};
+use super::grants::TeamAccess;
+pub use super::grants::WorkspacePermissions;
 use crate::agents::pool;
 use crate::api::Field;
 use crate::api::PageRequest;
@@ -136,35 +138,6 @@ pub struct CurrentState {
     pub id: String,
     pub serial: u64,
     pub lineage: String,
-}
-
-/// What a principal may do with a workspace and what it holds, as HCP's `permissions` block
-/// names it. Owners and teams that manage workspaces may do everything; until teams are granted
-/// access per workspace, other members of the organization see the workspace and nothing in it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WorkspacePermissions {
-    pub manage: bool,
-    pub lock: bool,
-    pub read_state_outputs: bool,
-    pub read_state: bool,
-    pub write_state: bool,
-    pub read_variables: bool,
-    pub write_variables: bool,
-}
-
-impl WorkspacePermissions {
-    pub fn of(principal: &Principal, workspace: &Workspace) -> Self {
-        let manage = principal.can(&workspace.org_id, Permission::ManageWorkspaces);
-        Self {
-            manage,
-            lock: manage,
-            read_state_outputs: manage,
-            read_state: manage,
-            write_state: manage,
-            read_variables: manage,
-            write_variables: manage,
-        }
-    }
 }
 
 /// Who holds a workspace's lock, since when, and why.
@@ -375,31 +348,50 @@ pub enum WorkspaceAt<'a> {
     Name { org: &'a str, name: &'a str },
 }
 
-/// The workspace at `at`, if the principal holds `permission` in its organization; else
-/// `NotFound` (or `Forbidden` to one that may read it).
-pub async fn find(
-    store: &dyn ItemStore,
-    principal: &Principal,
-    at: WorkspaceAt<'_>,
-    permission: Permission,
-) -> Result<(Workspace, Organization)> {
-    match at {
-        WorkspaceAt::Id(id) => {
-            let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
-            access::require(principal, &workspace.org_id, permission)?;
-            let org = access::get_by_id(store, &workspace.org_id).await?;
-            Ok((workspace, org))
-        }
-        WorkspaceAt::Name { org, name } => {
-            let org = access::authorized(store, principal, org, permission).await?;
-            let workspace =
-                store.get(&keys::workspace(&org.id, name)).await?.ok_or(AccountsError::NotFound)?.parse()?;
-            Ok((workspace, org))
+/// A workspace a principal sees, with its organization and what the principal may do with it.
+pub struct Found {
+    pub workspace: Workspace,
+    pub org: Organization,
+    pub may: WorkspacePermissions,
+}
+
+impl Found {
+    /// The workspace, if the principal may `allowed` (as [`WorkspacePermissions`] says); else
+    /// forbidden, for it sees the workspace.
+    pub fn requiring(self, allowed: fn(&WorkspacePermissions) -> bool, what: &str) -> Result<Self> {
+        match allowed(&self.may) {
+            true => Ok(self),
+            false => Err(AccountsError::Forbidden(format!("You may not {what} in this workspace."))),
         }
     }
 }
 
-/// Updates the workspace at `at`, for a principal that may manage workspaces; omitted attributes
+/// The workspace at `at`, if the principal sees it: a member of its organization that manages
+/// its workspaces, or a team with access to this one. Else not found, whatever the reason.
+pub async fn find(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>) -> Result<Found> {
+    let (workspace, org) = match at {
+        WorkspaceAt::Id(id) => {
+            let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
+            access::require(principal, &workspace.org_id, Permission::Read).map_err(AccountsError::concealed)?;
+            let org = access::get_by_id(store, &workspace.org_id).await?;
+            (workspace, org)
+        }
+        WorkspaceAt::Name { org, name } => {
+            let org =
+                access::authorized(store, principal, org, Permission::Read).await.map_err(AccountsError::concealed)?;
+            let workspace: Workspace =
+                store.get(&keys::workspace(&org.id, name)).await?.ok_or(AccountsError::NotFound)?.parse()?;
+            (workspace, org)
+        }
+    };
+    let may = WorkspacePermissions::of(store, principal, &workspace.org_id, &workspace.id).await?;
+    if !may.see {
+        return Err(AccountsError::NotFound);
+    }
+    Ok(Found { workspace, org, may })
+}
+
+/// Updates the workspace at `at`, for a principal with admin access to it; omitted attributes
 /// keep their value. A rename moves its item. Tried afresh when the workspace or its pools
 /// changed meanwhile.
 pub async fn update(
@@ -407,9 +399,10 @@ pub async fn update(
     principal: &Principal,
     at: WorkspaceAt<'_>,
     changes: WorkspaceChanges,
-) -> Result<(Workspace, Organization)> {
-    let (current, org) = find(store, principal, at, Permission::ManageWorkspaces).await?;
-    Ok((apply(store, current, changes).await?, org))
+) -> Result<Found> {
+    let found = find(store, principal, at).await?.requiring(|may| may.manage, "change settings")?;
+    let workspace = apply(store, found.workspace, changes).await?;
+    Ok(Found { workspace, ..found })
 }
 
 /// The workspace an attempt of a change starts from: the one read to check the caller's
@@ -470,29 +463,59 @@ async fn apply(store: &dyn ItemStore, current: Workspace, changes: WorkspaceChan
     updated.ok_or_else(|| AccountsError::invalid(Field::Document, "the workspace or its agent pool is changing; retry"))
 }
 
-/// A workspace by id, if the principal holds `permission` in its organization.
-/// A page of the organization's workspaces, with how many match: those whose name contains
-/// `search` (case aside, as HCP's `search[name]`), else all of them, paged by the store.
+/// A page of the organization's workspaces the principal sees, with what it may do with each and
+/// how many match: those whose name contains `search` (case aside, as HCP's `search[name]`),
+/// else all of them. A principal that manages the organization's workspaces sees them all, paged
+/// by the store; a team, those it has access to, from its index.
 pub async fn list(
     store: &dyn ItemStore,
     principal: &Principal,
     org_name: &str,
     search: Option<&str>,
     page: &PageRequest,
-) -> Result<(Vec<Workspace>, usize, Organization)> {
+) -> Result<(Vec<(Workspace, WorkspacePermissions)>, usize, Organization)> {
     let org = access::visible(store, principal, org_name).await?;
-    let Some(search) = search.map(str::to_lowercase) else {
+    let search = search.map(str::to_lowercase);
+    let matches = |ws: &Workspace| search.as_ref().is_none_or(|search| ws.name.to_lowercase().contains(search));
+    if !principal.can(&org.id, Permission::ManageWorkspaces) {
+        let seen = accessible(store, principal, &org.id).await?;
+        let mut matching: Vec<_> = seen.into_iter().filter(|(ws, _)| matches(ws)).collect();
+        matching.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        let count = matching.len();
+        return Ok((page.slice(matching), count, org));
+    }
+    let with_all = |all: Vec<Workspace>| all.into_iter().map(|ws| (ws, WorkspacePermissions::ALL)).collect();
+    if search.is_none() {
         let items = page.fetch(store, keys::workspaces(&org.id)).await?;
         let total = org.workspace_count;
-        return Ok((parse_all::<Workspace>(&items)?, total, org));
-    };
+        return Ok((with_all(parse_all::<Workspace>(&items)?), total, org));
+    }
     let all: Vec<Workspace> = query_all_as(store, keys::workspaces(&org.id)).await?;
-    let matching: Vec<Workspace> = all.into_iter().filter(|ws| ws.name.to_lowercase().contains(&search)).collect();
+    let matching: Vec<Workspace> = all.into_iter().filter(matches).collect();
     let count = matching.len();
-    Ok((page.slice(matching), count, org))
+    Ok((with_all(page.slice(matching)), count, org))
 }
 
-/// Deletes the workspace at `at`, for a principal that may manage workspaces, taking it off its
+/// The workspaces a team has access to, with what the access grants.
+async fn accessible(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_id: &str,
+) -> Result<Vec<(Workspace, WorkspacePermissions)>> {
+    let Principal::Team(grant) = principal else { return Ok(Vec::new()) };
+    let accesses: Vec<TeamAccess> = query_all_as(store, keys::team_workspaces(org_id, &grant.team_id)).await?;
+    let ids: Vec<String> = accesses.iter().map(|access| access.workspace_id.clone()).collect();
+    let workspaces: Vec<Workspace> = pointer::resolve_many(store, &ids).await?;
+    Ok(workspaces
+        .into_iter()
+        .filter_map(|ws| {
+            let access = accesses.iter().find(|access| access.workspace_id == ws.id)?;
+            Some((ws, WorkspacePermissions::granted(access)))
+        })
+        .collect())
+}
+
+/// Deletes the workspace at `at`, for a principal with admin access to it, taking it off its
 /// agent pool and out of every pool's `allowed-workspaces`, in one transaction that fails if
 /// either changed meanwhile.
 /// With `safe`, HCP's `safe-delete`: refused while the workspace is locked or its state holds
@@ -505,7 +528,7 @@ pub async fn delete(
     at: WorkspaceAt<'_>,
     safe: bool,
 ) -> Result<()> {
-    let (workspace, _) = find(store, principal, at, Permission::ManageWorkspaces).await?;
+    let workspace = find(store, principal, at).await?.requiring(|may| may.manage, "delete anything")?.workspace;
     let (org_id, id) = (workspace.org_id.clone(), workspace.id.clone());
     remove(store, workspace, safe).await?;
     super::cascade::purge_workspace(store, blobs, &org_id, &id).await?;

@@ -11,6 +11,7 @@ use super::agents;
 use super::pools::{self, NewPool, PoolChanges, PoolQuery, Shown};
 use super::render;
 use super::tokens;
+use crate::accounts::grants::WorkspacePermissions;
 use crate::api::{ApiError, Document, Incoming, JsonApiBody, Listing, Resource};
 use crate::auth::{Permission, Principal};
 use crate::state::AppState;
@@ -33,7 +34,10 @@ fn render_pools(shown: &Shown, principal: &Principal) -> (Vec<Resource>, Vec<Res
     let resources = pools.iter().map(|(pool, count)| render::pool(pool, &org.name, *count)).collect();
     let included = workspaces
         .iter()
-        .map(|workspace| crate::accounts::render::workspace(workspace, &org.name, principal))
+        .map(|workspace| {
+            let may = WorkspacePermissions::org_wide(principal, &org.id);
+            crate::accounts::render::workspace(workspace, &org.name, &may)
+        })
         .collect();
     (resources, included)
 }

@@ -12,9 +12,9 @@ use super::error::{Result, StateError};
 use super::parse::{self, Output};
 use super::record::{parse_output_id, StateVersion};
 use crate::accounts::access::Organization;
-use crate::accounts::workspaces::{self, CurrentState, Workspace, WorkspaceAt, WorkspacePermissions};
+use crate::accounts::workspaces::{self, CurrentState, Found, Workspace, WorkspaceAt, WorkspacePermissions};
 use crate::api::{Field, PageRequest};
-use crate::auth::{Permission, Principal};
+use crate::auth::Principal;
 use crate::blobs::{BlobStore, ObjectId};
 use crate::ids::new_id;
 use crate::links::{LinkSigner, Signed};
@@ -40,8 +40,7 @@ pub struct Seen {
 
 /// The workspace at `at`, for a caller that may at least read its outputs: else not found.
 async fn seen(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>) -> Result<Seen> {
-    let (workspace, org) = workspaces::find(store, principal, at, Permission::Read).await?;
-    let may = WorkspacePermissions::of(principal, &workspace);
+    let Found { workspace, org, may } = workspaces::find(store, principal, at).await?;
     if !may.read_state_outputs {
         return Err(StateError::NotFound);
     }
@@ -57,10 +56,8 @@ pub async fn create(
 ) -> Result<StateVersion> {
     let store = state.store.as_ref();
     let limit = state.config.max_state_bytes;
-    let (workspace, _) = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id), Permission::Read).await?;
-    if !WorkspacePermissions::of(principal, &workspace).write_state {
-        return Err(StateError::Forbidden("You may not create state versions in this workspace.".into()));
-    }
+    let found = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id)).await?;
+    let workspace = found.requiring(|may| may.write_state, "create state versions")?.workspace;
     for body in std::iter::once(&new.state).chain(&new.json_state) {
         if body.len() as u64 > limit {
             return Err(StateError::TooLarge { size: body.len() as u64, limit });

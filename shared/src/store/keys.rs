@@ -7,6 +7,7 @@
 //! | team | `ORG#<org-id>` | `TEAM#<name>` | |
 //! | workspace | `ORG#<org-id>` | `WS#<name>` | |
 //! | a workspace's state version | `ORG#<org-id>` | `WSD#<workspace-id>#SV#<sequence>` | |
+//! | a team's access to a workspace, the team's index entry | `ORG#<org-id>` | `WSD#<workspace-id>#ACCESS#<team-id>`, `TEAMWS#<team-id>#<workspace-id>` | |
 //! | a workspace's variable, its key's claim | `ORG#<org-id>` | `WSD#<workspace-id>#VAR#<var-id>`, `WSD#<workspace-id>#VARKEY#<category>#<key>` | |
 //! | registry module (one provider) | `ORG#<org-id>` | `MOD#private#<name>#<provider>`, `MOD#public#<namespace>#<name>#<provider>` | |
 //! | module version (private only) | `ORG#<org-id>` | `VER#<name>#<provider>#<version>` | |
@@ -112,7 +113,28 @@ pub fn variable_key_claim(org_id: &str, workspace_id: &str, category: &str, key:
     Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VARKEY#{category}#{key}"))
 }
 
-/// Everything a workspace owns (its state versions and variables), which its deletion removes.
+/// A team's access to a workspace: one per team and workspace.
+pub fn team_access(org_id: &str, workspace_id: &str, team_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#ACCESS#{team_id}"))
+}
+
+/// The teams' accesses to a workspace.
+pub fn team_accesses(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#ACCESS#"))
+}
+
+/// A team's index entry for a workspace it has access to.
+pub fn team_workspace(org_id: &str, team_id: &str, workspace_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("TEAMWS#{team_id}#{workspace_id}"))
+}
+
+/// The workspaces a team has access to.
+pub fn team_workspaces(org_id: &str, team_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("TEAMWS#{team_id}#"))
+}
+
+/// Everything a workspace owns (its state versions, variables and teams' accesses), which its
+/// deletion removes.
 pub fn workspace_data(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#"))
 }
@@ -134,12 +156,13 @@ pub fn holds(key: &Key, kind: Kind) -> bool {
         Kind::OAuthClient => "OAUTHCLIENT#",
         Kind::OAuthToken => "OAUTHTOKEN#",
         Kind::Module => "MOD#",
-        Kind::StateVersion | Kind::Variable => "WSD#",
+        Kind::StateVersion | Kind::Variable | Kind::TeamAccess => "WSD#",
     };
     // A workspace's data holds several kinds: the one after its id tells them apart.
     let within = match kind {
         Kind::StateVersion => "#SV#",
         Kind::Variable => "#VAR#",
+        Kind::TeamAccess => "#ACCESS#",
         _ => "",
     };
     key.pk.starts_with("ORG#") && key.sk.starts_with(sort) && key.sk.contains(within)

@@ -58,6 +58,21 @@ pub async fn target<T: Addressed>(store: &dyn ItemStore, id: &str) -> Result<Opt
     Ok(keys::holds(&target, T::KIND).then_some(target))
 }
 
+/// The `T`s that `ids` name, in two batched reads (the pointers, then their items): those of
+/// `T`'s kind whose pointer and item exist, in no particular order.
+pub async fn resolve_many<T: Addressed>(store: &dyn ItemStore, ids: &[String]) -> Result<Vec<T>, StoreError> {
+    let ids: Vec<&String> = ids.iter().filter(|id| Kind::of(id) == Some(T::KIND)).collect();
+    let pointers = store.get_many(&ids.iter().map(|id| keys::id_pointer(id)).collect::<Vec<_>>()).await?;
+    let mut targets = Vec::new();
+    for pointer in pointers.into_iter().flatten() {
+        let Pointer { target } = pointer.parse()?;
+        if keys::holds(&target, T::KIND) {
+            targets.push(target);
+        }
+    }
+    store.get_many(&targets).await?.into_iter().flatten().map(|item| item.parse()).collect()
+}
+
 /// The item an id points to, if both exist and the item is of the kind the id names. Prefer
 /// [`resolve`], which also checks the id is of the kind the caller reads.
 pub async fn follow(store: &dyn ItemStore, id: &str) -> Result<Option<Item>, StoreError> {

@@ -60,7 +60,7 @@ pub async fn show(
 ) -> Result<Response, WebError> {
     let principal = viewer.principal()?;
     let first = PageRequest { number: 1, size: 20 };
-    let (shown, _, org) = workspaces::list(state.store.as_ref(), principal, &org, None, &first).await?;
+    let (shown, seen, org) = workspaces::list(state.store.as_ref(), principal, &org, None, &first).await?;
     let base = format!("/app/organizations/{}", org.name);
     let body = html! {
         h1 { (org.name) }
@@ -68,14 +68,14 @@ pub async fn show(
         ul.holdings {
             li { a href={ (base) "/modules" } { (org.private_module_count + org.public_module_count) " modules" } }
             li { a href={ (base) "/agent-pools" } { "Agent pools" } }
-            li { (org.workspace_count) " workspaces" }
+            li { (seen) " workspaces" }
         }
         h2 { "Workspaces" }
         @if shown.is_empty() { p.empty { "No workspace." } } @else {
             table.list {
                 thead { tr { th { "Workspace" } th { "Execution" } th { "Created" } } }
                 tbody {
-                    @for workspace in &shown {
+                    @for (workspace, _) in &shown {
                         tr {
                             td { (workspace.name) }
                             td { (workspace.execution_mode) }
@@ -84,7 +84,7 @@ pub async fn show(
                     }
                 }
             }
-            @if org.workspace_count > shown.len() { p.note { "The first " (shown.len()) " of " (org.workspace_count) "." } }
+            @if seen > shown.len() { p.note { "The first " (shown.len()) " of " (seen) "." } }
         }
     };
     let crumbs = [("Organizations", "/app".to_owned())];
