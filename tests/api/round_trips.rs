@@ -44,12 +44,22 @@ impl Counted {
 
     /// Sends a GET with the bearer token; the status, the body and what it cost.
     async fn get(&self, path: &str, token: &str) -> (StatusCode, Value, Cost) {
+        self.send(Method::GET, path, token, Body::empty()).await
+    }
+
+    /// Sends a JSON:API POST with the bearer token; the status, the body and what it cost.
+    async fn post(&self, path: &str, token: &str, body: &Value) -> (StatusCode, Value, Cost) {
+        self.send(Method::POST, path, token, Body::from(body.to_string())).await
+    }
+
+    async fn send(&self, method: Method, path: &str, token: &str, body: Body) -> (StatusCode, Value, Cost) {
         let request = Request::builder()
-            .method(Method::GET)
+            .method(method)
             .uri(path)
             .header("Host", "hangar.local")
             .header("Authorization", format!("Bearer {token}"))
-            .body(Body::empty())
+            .header("Content-Type", "application/vnd.api+json")
+            .body(body)
             .expect("a request");
         let before = self.counters.snapshot();
         let response = self.router.clone().oneshot(request).await.expect("infallible");
@@ -401,4 +411,52 @@ async fn a_stale_guess_of_an_organizations_id_costs_a_read_never_an_answer() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["attributes"]["version-statuses"][0]["version"], "1.0.0", "{body}");
     app.stop().await;
+}
+
+#[tokio::test]
+async fn a_state_write_costs_the_same_store_calls_at_one_and_ten_thousand_versions() {
+    use hangar::store::{keys, ItemStore, Write};
+    use hangar_tests::builders::{lock, new_workspace, state_version_body, terraform_state};
+    let app = TestApp::spawn().await;
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let counted = Counted::on(&app).await;
+    let path = format!("/api/v2/workspaces/{ws}/state-versions");
+    let write = |serial: u64| {
+        let body = state_version_body(&terraform_state(serial, "lin", &[]), serial, false);
+        let (counted, path, owners) = (&counted, &path, &owners);
+        async move { counted.post(path, owners, &body).await }
+    };
+    let (status, first, _) = write(1).await;
+    assert_eq!(status, StatusCode::CREATED, "{first:?}");
+    let (status, created, at_one) = write(2).await;
+    assert_eq!(status, StatusCode::CREATED, "{created:?}");
+
+    // Ten thousand more versions, stored as the writes stored the last one.
+    let store = app.store();
+    let org = store.get(&keys::organization_name("acme")).await.unwrap().unwrap();
+    let org_id = org.attrs().unwrap()["org_id"].as_str().unwrap().to_owned();
+    let last = store.get(&keys::state_version(&org_id, &ws, 2)).await.unwrap().expect("the second version");
+    let seeded: Vec<Write> = (3..10_003u64)
+        .map(|sequence| {
+            let mut item = last.clone();
+            item.key = keys::state_version(&org_id, &ws, sequence);
+            Write::Put { item, condition: hangar::store::Condition::Always }
+        })
+        .collect();
+    for chunk in seeded.chunks(100) {
+        store.transact(chunk.to_vec()).await.unwrap();
+    }
+    let counted_versions = vec![hangar::store::UpdateOp::set("state_versions", 10_002)];
+    store
+        .update(&keys::workspace(&org_id, "network"), counted_versions, hangar::store::Condition::Exists)
+        .await
+        .unwrap();
+    let listed = app.get(&format!("/api/v2/workspaces/{ws}/state-versions?page[size]=1"), &owners).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 10_002);
+    let (status, _, at_ten_thousand) = write(3).await;
+    assert_eq!(status, StatusCode::CREATED);
+    assert_eq!(at_ten_thousand, at_one, "a write reads and writes the same at 10,000 versions as at 2");
 }

@@ -479,6 +479,50 @@ async fn the_agent_pools_page_shows_each_agents_status_and_the_capacity_used() {
 }
 
 #[tokio::test]
+async fn a_workspace_page_shows_its_lock_state_versions_and_outputs_to_whoever_may_read_them() {
+    use hangar_tests::builders::{grant, lock, new_workspace, terraform_state, write_state};
+    let (app, owners) = TestApp::with_organization("acme").await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let state = terraform_state(
+        7,
+        "lin",
+        &[("endpoint", json!("db.internal"), false), ("password", json!("hunter2-secret"), true)],
+    );
+    assert_eq!(write_state(&app, &owners, &ws, &state, 7).await.status, 201);
+
+    let mut browser = Browser::new(&app);
+    browser.sign_in(&owners).await;
+    let org_page = browser.get("/app/organizations/acme").await;
+    assert!(org_page.html.contains("/app/organizations/acme/workspaces/network"), "{}", org_page.html);
+    let page = browser.get("/app/organizations/acme/workspaces/network").await;
+    assert_eq!(page.status, 200, "{}", page.html);
+    assert!(page.html.contains("status-locked") && page.html.contains("<td>7</td>"), "{}", page.html);
+    assert!(page.html.contains("db.internal") && page.html.contains("sensitive"), "{}", page.html);
+    assert!(!page.html.contains("hunter2-secret"), "a sensitive output is never shown");
+
+    // A team whose access holds no state sees the workspace, not its state; one without access
+    // sees the same 404 as for nothing.
+    let (auditors_id, auditors) = app.team_with_token("acme", "auditors", json!({})).await;
+    grant(&app, &owners, &auditors_id, &ws, json!({"access": "custom", "state-versions": "none"})).await;
+    let mut auditor = Browser::new(&app);
+    auditor.sign_in(&auditors).await;
+    let limited = auditor.get("/app/organizations/acme/workspaces/network").await;
+    assert_eq!(limited.status, 200);
+    assert!(
+        limited.html.contains("may not read this workspace") && !limited.html.contains("db.internal"),
+        "{}",
+        limited.html
+    );
+    let (_, strangers) = app.team_with_token("acme", "strangers", json!({})).await;
+    let mut stranger = Browser::new(&app);
+    stranger.sign_in(&strangers).await;
+    assert_eq!(stranger.get("/app/organizations/acme/workspaces/network").await.status, 404);
+    assert_eq!(stranger.get("/app/organizations/acme/workspaces/missing").await.status, 404);
+    app.stop().await;
+}
+
+#[tokio::test]
 #[ignore = "needs the AWS emulator"]
 async fn broker_pages_show_roles_and_rotations_but_never_a_secret() {
     let moto::Moto { endpoint, sdk } = moto::moto().await;

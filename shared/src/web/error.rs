@@ -12,6 +12,7 @@ use crate::api::ApiError;
 use crate::broker::BrokerError;
 use crate::errors::Kind;
 use crate::registry::RegistryError;
+use crate::state_versions::StateError;
 use crate::store::StoreError;
 
 #[derive(Debug, thiserror::Error)]
@@ -128,6 +129,12 @@ impl From<AgentsError> for WebError {
 
 impl From<AccountsError> for WebError {
     fn from(e: AccountsError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
+impl From<StateError> for WebError {
+    fn from(e: StateError) -> Self {
         ApiError::from(e).into()
     }
 }

@@ -77,7 +77,7 @@ pub async fn show(
                 tbody {
                     @for (workspace, _) in &shown {
                         tr {
-                            td { (workspace.name) }
+                            td { a href={ (base) "/workspaces/" (workspace.name) } { (workspace.name) } }
                             td { (workspace.execution_mode) }
                             td { (layout::time(&workspace.created_at)) }
                         }
