@@ -18,6 +18,7 @@ mod readme_page;
 mod rotation;
 mod server;
 mod sizes;
+mod state_pull;
 mod stats;
 mod store_cost;
 mod warm;
@@ -92,6 +93,16 @@ enum Figure {
         #[arg(long, default_value_t = prod_path::DEFAULT_DELAY_MS)]
         aws_delay_ms: u64,
     },
+    /// `terraform state pull` of a 10 MB state on DynamoDB and S3 (moto behind the delaying
+    /// proxy) against a raw S3 GET of the same bytes.
+    StatePull {
+        #[arg(long)]
+        bin_dir: PathBuf,
+        #[arg(long)]
+        moto: String,
+        #[arg(long, default_value_t = prod_path::DEFAULT_DELAY_MS)]
+        aws_delay_ms: u64,
+    },
     /// Store items per request, at 100 and 10,000 modules.
     StoreCost,
     /// Store calls of agent operations, at HANGAR_MAX_AGENTS 1 and 1,000,000.
@@ -119,6 +130,7 @@ async fn main() {
             show(cold::run(&bin_dir).await);
             show(warm::run(&server_dir, &moto).await);
             show(prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await);
+            show(state_pull::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await);
             show(store_cost::run().await);
             show(agent_cost::run().await);
             show(ingest::run().await);
@@ -132,6 +144,9 @@ async fn main() {
         Figure::Nginx { bin_dir } => nginx::alone(&bin_dir).await,
         Figure::ProdPath { bin_dir, moto, aws_delay_ms } => {
             prod_path::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await
+        }
+        Figure::StatePull { bin_dir, moto, aws_delay_ms } => {
+            state_pull::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await
         }
         Figure::StoreCost => store_cost::run().await,
         Figure::AgentCost => agent_cost::run().await,

@@ -51,6 +51,7 @@ pub fn start_dev_server(binary: &Path, data_dir: &Path, args: &[&str], env: &[(&
     };
     // The request log goes on to stdout: drained, as a terminal or a log collector would.
     std::thread::spawn(move || lines.for_each(drop));
-    let address = url.trim_start_matches("http://").trim_end_matches('/').parse().expect("an address");
+    let bare = url.trim_start_matches("https://").trim_start_matches("http://");
+    let address = bare.trim_end_matches('/').parse().expect("an address");
     (Server(child), address)
 }
