@@ -435,6 +435,11 @@ async fn include_workspaces_renders_the_attached_workspaces() {
         assert_eq!(included[0]["attributes"]["name"], "web");
         assert_eq!(included[0]["attributes"]["execution-mode"], "agent");
     }
+    // A team without access to the workspace is not shown it.
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let theirs = app.get(&format!("/api/v2/agent-pools/{pool_id}?include=workspaces"), &readers).await;
+    assert_eq!(theirs.status, 200);
+    assert!(theirs.body["included"].as_array().is_none_or(Vec::is_empty), "{:?}", theirs.body["included"]);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -28,17 +28,16 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/authentication-tokens/{id}", get(show_token).delete(delete_token))
 }
 
-/// Pools with their agent counts, and the workspaces attached to them when asked, rendered.
+/// Pools with their agent counts, and the workspaces attached to them when asked (and the caller
+/// sees them all), rendered.
 fn render_pools(shown: &Shown, principal: &Principal) -> (Vec<Resource>, Vec<Resource>) {
     let Shown { org, pools, workspaces } = shown;
     let resources = pools.iter().map(|(pool, count)| render::pool(pool, &org.name, *count)).collect();
-    let included = workspaces
-        .iter()
-        .map(|workspace| {
-            let may = WorkspacePermissions::org_wide(principal, &org.id);
-            crate::accounts::render::workspace(workspace, &org.name, &may)
-        })
-        .collect();
+    // Included in full only for a caller that sees every workspace of the organization: a team
+    // sees a workspace only through its access to it, which this list does not read.
+    let may = WorkspacePermissions::org_wide(principal, &org.id);
+    let shown = workspaces.iter().filter(|_| may.see);
+    let included = shown.map(|workspace| crate::accounts::render::workspace(workspace, &org.name, &may)).collect();
     (resources, included)
 }
 
