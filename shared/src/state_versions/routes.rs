@@ -86,8 +86,7 @@ async fn create(
         state: decode(&encoded, "/data/attributes/state")?,
         json_state: attrs.json_state.as_deref().map(|json| decode(json, "/data/attributes/json-state")).transpose()?,
     };
-    let version = versions::create(&state, &principal, &id, new).await?;
-    let (version, seen) = versions::get(state.store.as_ref(), &principal, &version.id).await?;
+    let (version, seen) = versions::create(&state, &principal, &id, new).await?;
     Ok(Document::one(render::state_version(&version, &seen, &Links::new(&state, &base)?)).created())
 }
 
@@ -190,10 +189,7 @@ async fn list_outputs(
     Path(id): Path<String>,
 ) -> Result<Document> {
     let (version, _) = versions::get(state.store.as_ref(), &principal, &id).await?;
-    let outputs = versions::outputs(state.blobs.as_ref(), &version).await?;
-    let total = outputs.len();
-    let resources = listing.page.slice(render::outputs(&version, &outputs));
-    Ok(Document::page(resources, &listing.envelope(total)))
+    outputs_page(&state, &listing, &version).await
 }
 
 async fn current_outputs(
@@ -203,9 +199,14 @@ async fn current_outputs(
     Path(id): Path<String>,
 ) -> Result<Document> {
     let (version, _) = versions::current(state.store.as_ref(), &principal, WorkspaceAt::Id(&id)).await?;
-    let outputs = versions::outputs(state.blobs.as_ref(), &version).await?;
+    outputs_page(&state, &listing, &version).await
+}
+
+/// A page of a version's outputs, sensitive values null.
+async fn outputs_page(state: &AppState, listing: &Listing, version: &super::StateVersion) -> Result<Document> {
+    let outputs = versions::outputs(state.blobs.as_ref(), version).await?;
     let total = outputs.len();
-    let resources = listing.page.slice(render::outputs(&version, &outputs));
+    let resources = listing.page.slice(render::outputs(version, &outputs));
     Ok(Document::page(resources, &listing.envelope(total)))
 }
 

@@ -47,17 +47,18 @@ async fn seen(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>)
     Ok(Seen { workspace, org, may })
 }
 
-/// Stores a new state version of the workspace `workspace_id` and makes it current.
+/// Stores a new state version of the workspace `workspace_id` and makes it current; returns it
+/// with the workspace as the write found it and what the caller may do there.
 pub async fn create(
     state: &AppState,
     principal: &Principal,
     workspace_id: &str,
     new: NewStateVersion,
-) -> Result<StateVersion> {
+) -> Result<(StateVersion, Seen)> {
     let store = state.store.as_ref();
     let limit = state.config.max_state_bytes;
     let found = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id)).await?;
-    let workspace = found.requiring(|may| may.write_state, "create state versions")?.workspace;
+    let Found { workspace, org, may } = found.requiring(|may| may.write_state, "create state versions")?;
     for body in std::iter::once(&new.state).chain(&new.json_state) {
         if body.len() as u64 > limit {
             return Err(StateError::TooLarge { size: body.len() as u64, limit });
@@ -105,7 +106,7 @@ pub async fn create(
         resources: facts.resources.clone(),
         providers: facts.providers.clone(),
     };
-    let recorded = record(store, principal, workspace, version, new.force).await;
+    let recorded = record(store, principal, workspace.clone(), version, new.force).await;
     if !matches!(recorded, Ok(Some(_))) {
         // Nothing names the objects: take them back (a crash here leaves them unnamed, unread).
         for id in std::iter::once(&object).chain(&json_object) {
@@ -114,7 +115,9 @@ pub async fn create(
             }
         }
     }
-    recorded?.ok_or_else(|| StateError::Conflict("The workspace's state is being written by others; retry.".into()))
+    let version = recorded?
+        .ok_or_else(|| StateError::Conflict("The workspace's state is being written by others; retry.".into()))?;
+    Ok((version, Seen { workspace, org, may }))
 }
 
 /// Records `version` as the workspace's newest, checked against the workspace as each attempt
