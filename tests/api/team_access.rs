@@ -46,7 +46,15 @@ async fn permission_sets_grant_what_hcp_documents_and_custom_grants_what_it_name
     let custom = json!({"access": "custom", "state-versions": "read-outputs", "variables": "none"});
     let audit = app.post("/api/v2/team-workspaces", &owners, body(&auditors, &ws, custom)).await;
     assert_eq!(audit.body["data"]["attributes"]["state-versions"], "read-outputs");
-    assert_eq!(audit.body["data"]["attributes"]["runs"], "read", "what custom leaves out is read's");
+    assert_eq!(audit.body["data"]["attributes"]["runs"], "read", "custom starts from HCP's defaults");
+    let other = new_workspace(&app, &owners, "acme", "dns").await;
+    let bare = app.post("/api/v2/team-workspaces", &owners, body(&auditors, &other, json!({"access": "custom"}))).await;
+    let attributes = &bare.body["data"]["attributes"];
+    assert_eq!(
+        (&attributes["runs"], &attributes["variables"], &attributes["state-versions"]),
+        (&json!("read"), &json!("none"), &json!("none")),
+        "a custom access names what it grants: runs read, and nothing else unless named"
+    );
 
     let listed = app.get(&format!("/api/v2/team-workspaces?filter[workspace][id]={ws}"), &owners).await;
     assert_eq!(listed.body["meta"]["pagination"]["total-count"], 3);

@@ -85,8 +85,8 @@ impl Access {
         }
     }
 
-    /// What a fixed set grants, as HCP documents them; `custom` starts as `read` does, and the
-    /// request's attributes change it.
+    /// What a fixed set grants, as HCP documents them; `custom` starts from HCP's defaults (runs
+    /// read, nothing else), and the request's attributes change it.
     pub fn grants(self) -> Grants {
         let read = Grants {
             runs: Runs::Read,
@@ -97,7 +97,8 @@ impl Access {
             run_tasks: false,
         };
         match self {
-            Access::Read | Access::Custom => read,
+            Access::Read => read,
+            Access::Custom => Grants { variables: Variables::None, state_versions: StateVersions::None, ..read },
             Access::Plan => Grants { runs: Runs::Plan, ..read },
             Access::Write => Grants {
                 runs: Runs::Apply,

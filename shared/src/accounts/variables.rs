@@ -282,11 +282,13 @@ pub async fn delete(store: &dyn ItemStore, principal: &Principal, workspace_id: 
     let workspace = writable(store, principal, workspace_id).await?;
     let variable = find(store, &workspace, id).await?;
     let mut transaction = Transaction::new();
-    transaction.add(Write::Delete { key: variable.key(), condition: Condition::Exists });
+    // On the variable as read: a rename that won meanwhile moved its claim, which this delete
+    // would otherwise leave behind.
+    transaction.add(Write::Delete { key: variable.key(), condition: Condition::equals("revision", variable.revision) });
     transaction.add(pointer::remove(&variable.id));
     transaction.add(Write::Delete { key: variable.claim(), condition: Condition::Always });
     match transaction.commit(store).await {
-        Err(e) if e.is_condition_failed() => Err(AccountsError::NotFound),
+        Err(e) if e.is_condition_failed() => Err(AccountsError::Conflict("The variable is changing; retry.".into())),
         other => other.map_err(AccountsError::from),
     }
 }
