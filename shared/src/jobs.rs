@@ -1,4 +1,5 @@
-//! The event-driven functions' handlers: `registry-ingest` (S3 ObjectCreated), and on
+//! The event-driven functions' handlers: `registry-ingest` (S3 ObjectCreated, for module
+//! archives and pending state versions' states alike), and on
 //! EventBridge schedules `key-rotation` (the broker's) and `registry-sync` (VCS work).
 
 use aws_lambda_events::event::s3::S3Event;
@@ -8,13 +9,51 @@ use crate::blobs::ObjectId;
 use crate::registry::ingest::IngestOutcome;
 use crate::registry::publishing::RunBounds;
 use crate::state::AppState;
+use crate::state_versions::uploads::Arrival;
 
 #[derive(Debug, Default, Serialize, PartialEq, Eq)]
 pub struct IngestSummary {
-    /// Archives inspected and their versions settled, `ok` or failed.
+    /// Uploads inspected and their versions settled: archives `ok` or failed, states current,
+    /// discarded or refused.
     pub ingested: Vec<String>,
     /// Uploads with no version waiting for them (or keys outside `upload/`).
     pub ignored: Vec<String>,
+}
+
+/// Whether an upload settled something.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Landed {
+    Settled,
+    Ignored,
+}
+
+/// Settles what waits for the upload `id`: a pending state version's state (its links say so),
+/// else a module version's archive.
+pub async fn object_created(state: &AppState, id: &ObjectId) -> Result<Landed, crate::lambda::Error> {
+    if let Some(arrival) = crate::state_versions::uploads::object_created(state, id).await? {
+        tracing::info!(object = %id, arrival = ?arrival, "a state upload settled");
+        return Ok(match arrival {
+            Arrival::Ignored => Landed::Ignored,
+            _ => Landed::Settled,
+        });
+    }
+    let outcome = crate::registry::ingest::object_created(state, id).await?;
+    outcome.log(id.as_str());
+    Ok(match outcome {
+        IngestOutcome::Ingested { .. } | IngestOutcome::Failed { .. } => Landed::Settled,
+        IngestOutcome::Ignored => Landed::Ignored,
+    })
+}
+
+/// Settles the uploads a restart may have left stored but not settled (dev-server stopped in
+/// the middle of an ingest); the others are ignored.
+pub async fn resume_uploads(state: &AppState) -> Result<(), crate::lambda::Error> {
+    for object in state.blobs.unannounced_uploads().await? {
+        if let Err(e) = object_created(state, &object).await {
+            tracing::error!(object = %object, error = %e, "a resumed upload was not settled");
+        }
+    }
+    Ok(())
 }
 
 /// Handles an S3 ObjectCreated notification for `upload/<id>` keys. A record that fails is
@@ -28,9 +67,9 @@ pub async fn ingest(state: &AppState, event: S3Event) -> Result<IngestSummary, c
             summary.ignored.push(key);
             continue;
         };
-        match crate::registry::ingest::object_created(state, &id).await? {
-            IngestOutcome::Ingested { .. } | IngestOutcome::Failed { .. } => summary.ingested.push(id.to_string()),
-            IngestOutcome::Ignored => summary.ignored.push(id.to_string()),
+        match object_created(state, &id).await? {
+            Landed::Settled => summary.ingested.push(id.to_string()),
+            Landed::Ignored => summary.ignored.push(id.to_string()),
         }
     }
     tracing::info!(ingested = summary.ingested.len(), ignored = summary.ignored.len(), "ingest");

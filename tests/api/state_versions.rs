@@ -162,6 +162,8 @@ async fn a_write_is_refused_when_its_serial_lineage_or_md5_do_not_hold() {
     assert_eq!(mismatched.status, 422, "the serial sent is the state's own: {:?}", mismatched.body);
     let not_state = write_state(&app, &owners, &ws, b"{\"hello\": 1}", 12).await;
     assert_eq!(not_state.status, 422);
+    let long_lineage = write_state(&app, &owners, &ws, &terraform_state(12, &"l".repeat(65), &[]), 12).await;
+    assert_eq!(long_lineage.status, 422, "a lineage is a UUID, not a payload: {:?}", long_lineage.body);
     let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
     assert_eq!(current.body["data"]["attributes"]["serial"], 9, "no refused write changed anything");
     assert_eq!(app.get(&path, &owners).await.body["meta"]["pagination"]["total-count"], 2);
@@ -339,4 +341,180 @@ async fn on_dynamodb_and_s3_state_is_written_locked_raced_served_from_s3_and_del
     assert_eq!(app.delete(&format!("/api/v2/workspaces/{ws}"), &owners).await.status, 204);
     assert_eq!(app.get(&format!("/api/v2/state-versions/{}", id(&version)), &owners).await.status, 404);
     assert_eq!(download(&app, &link).await.0, 404);
+}
+
+// ----- versions made without their state: upload links -----
+
+/// A state version's attributes without the state, as go-tfe's Upload sends them.
+fn pending_body(state: &[u8], serial: u64, lineage: Option<&str>) -> Value {
+    use md5::Digest;
+    json!({"data": {"type": "state-versions", "attributes": {
+        "serial": serial, "md5": hex::encode(md5::Md5::digest(state)), "lineage": lineage,
+    }}})
+}
+
+fn attribute(reply: &Reply, name: &str) -> String {
+    reply.body["data"]["attributes"][name].as_str().unwrap_or_else(|| panic!("{name} in {:?}", reply.body)).to_owned()
+}
+
+/// The version `id` once its status is no longer `pending` (settling runs off the upload's
+/// request, as S3's event does).
+async fn settled(app: &TestApp, token: &str, id: &str) -> Reply {
+    for _ in 0..200 {
+        let reply = app.get(&format!("/api/v2/state-versions/{id}"), token).await;
+        if reply.body["data"]["attributes"]["status"] != "pending" {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("{id} is still pending");
+}
+
+/// PUTs `body` on `link` until the link takes it: a link whose last upload was refused is
+/// released off the request, when the refusal is settled.
+async fn upload_once_free(app: &TestApp, link: &str, body: &[u8]) {
+    for _ in 0..200 {
+        match app.upload(link, body.to_vec()).await.as_u16() {
+            200 => return,
+            409 => tokio::time::sleep(Duration::from_millis(50)).await,
+            other => panic!("the upload answered {other}"),
+        }
+    }
+    panic!("the link never took the upload");
+}
+
+#[tokio::test]
+async fn a_version_made_without_its_state_waits_for_it_on_its_upload_links_then_is_current() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    let path = format!("/api/v2/workspaces/{ws}/state-versions");
+    let first = terraform_state(1, "lin", &[("greeting", json!("hello"), false)]);
+    assert_eq!(app.post(&path, &owners, pending_body(&first, 1, Some("lin"))).await.status, 409, "unlocked");
+    lock(&app, &owners, &ws).await;
+    let mut bad_md5 = pending_body(&first, 1, None);
+    bad_md5["data"]["attributes"]["md5"] = json!("not-an-md5");
+    assert_eq!(app.post(&path, &owners, bad_md5).await.status, 422);
+
+    let pending = app.post(&path, &owners, pending_body(&first, 1, Some("lin"))).await;
+    assert_eq!(pending.status, 201, "{:?}", pending.body);
+    assert_eq!(attribute(&pending, "status"), "pending");
+    assert_eq!(pending.body["data"]["attributes"]["hosted-state-download-url"], Value::Null, "nothing to serve yet");
+    let (state_link, json_link) =
+        (attribute(&pending, "hosted-state-upload-url"), attribute(&pending, "hosted-json-state-upload-url"));
+    let none = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(none.status, 404, "a pending version is not current");
+    let shown = app.get(&format!("/api/v2/state-versions/{}", id(&pending)), &owners).await;
+    assert_eq!(shown.body["data"]["attributes"]["hosted-state-upload-url"], Value::Null, "links only to their writer");
+    assert_eq!(app.get(&format!("/api/v2/state-versions/{}/outputs", id(&pending)), &owners).await.status, 200);
+
+    let json_state = br#"{"format_version": "1.0", "values": {}}"#;
+    assert_eq!(app.upload(&json_link, json_state.to_vec()).await, 200);
+    assert_eq!(app.upload(&state_link, first.clone()).await, 200);
+    let finalized = settled(&app, &owners, &id(&pending)).await;
+    assert_eq!(attribute(&finalized, "status"), "finalized", "{:?}", finalized.body);
+    assert_eq!(finalized.body["data"]["attributes"]["resources"][0]["type"], "null_resource");
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(id(&current), id(&pending));
+    assert_eq!(download(&app, &download_url(&current)).await, (200, first.clone()));
+    for _ in 0..200 {
+        let (status, body) = download(&app, &attribute(&current, "hosted-json-state-download-url")).await;
+        if status == 200 {
+            assert_eq!(body, json_state.to_vec());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let outputs = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version-outputs"), &owners).await;
+    assert_eq!(outputs.body["data"][0]["attributes"]["value"], "hello");
+    let listed = app.get(&path, &owners).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 1);
+    let workspace = app.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
+    assert_eq!(workspace.body["data"]["relationships"]["current-state-version"]["data"]["id"], json!(id(&pending)));
+
+    let replaced = terraform_state(1, "lin", &[("greeting", json!("forged"), false)]);
+    assert_eq!(app.upload(&state_link, replaced).await.as_u16(), 409, "a used link takes nothing more");
+    assert_eq!(download(&app, &download_url(&current)).await, (200, first), "the state is the one checked");
+}
+
+#[tokio::test]
+async fn an_upload_that_is_not_the_declared_state_is_refused_and_the_version_waits_on() {
+    let (app, owners) = acme_with(Config { max_state_bytes: 4096, ..Config::default() }).await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let state = terraform_state(3, "lin", &[]);
+    let pending =
+        app.post(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners, pending_body(&state, 3, None)).await;
+    assert_eq!(pending.status, 201, "{:?}", pending.body);
+    let link = attribute(&pending, "hosted-state-upload-url");
+
+    // Each refused in turn, off the request: another MD5, another serial, not a state, too large.
+    let wrong = [
+        terraform_state(3, "lin", &[("extra", json!("x"), false)]),
+        b"{\"version\": 4, \"serial\": 3}".to_vec(),
+        vec![b' '; 8192],
+    ];
+    for body in wrong {
+        upload_once_free(&app, &link, &body).await;
+    }
+    upload_once_free(&app, &link, &state).await;
+    let finalized = settled(&app, &owners, &id(&pending)).await;
+    assert_eq!(attribute(&finalized, "status"), "finalized");
+    assert_eq!(
+        (finalized.body["data"]["attributes"]["serial"].as_u64(), attribute(&finalized, "lineage")),
+        (Some(3), "lin".into())
+    );
+    assert_eq!(download(&app, &download_url(&finalized)).await, (200, state), "only the declared state is kept");
+    assert_eq!(
+        std::fs::read_dir(app.data_dir.path().join("uploads")).map(|d| d.count()).unwrap_or(0),
+        0,
+        "uploads are removed"
+    );
+}
+
+#[tokio::test]
+async fn a_pending_version_overtaken_by_another_state_is_discarded() {
+    let (app, owners) = acme().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let late = terraform_state(2, "lin", &[]);
+    let pending = app
+        .post(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners, pending_body(&late, 2, Some("lin")))
+        .await;
+    assert_eq!(pending.status, 201, "{:?}", pending.body);
+    assert_eq!(write_state(&app, &owners, &ws, &terraform_state(3, "lin", &[]), 3).await.status, 201);
+    assert_eq!(app.upload(&attribute(&pending, "hosted-state-upload-url"), late).await, 200);
+    let discarded = settled(&app, &owners, &id(&pending)).await;
+    assert_eq!(attribute(&discarded, "status"), "discarded", "{:?}", discarded.body);
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(current.body["data"]["attributes"]["serial"], 3, "the newer state stays current");
+    let listed = app.get(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners).await;
+    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 1);
+}
+
+#[tokio::test]
+#[ignore = "needs the AWS emulator"]
+async fn on_dynamodb_and_s3_a_state_uploaded_to_its_presigned_link_becomes_current_by_the_bucket_event() {
+    let (app, owners) = hangar_tests::builders::acme_on_dynamodb_without_queue().await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    lock(&app, &owners, &ws).await;
+    let state = terraform_state(1, "lin", &[("greeting", json!("hello"), false)]);
+    let pending =
+        app.post(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners, pending_body(&state, 1, None)).await;
+    assert_eq!(pending.status, 201, "{:?}", pending.body);
+    let link = attribute(&pending, "hosted-state-upload-url");
+    assert!(link.contains("X-Amz-Signature"), "a pre-signed S3 link: {link}");
+    assert_eq!(app.upload(&link, state.clone()).await, 200);
+
+    // The bucket's ObjectCreated event, as the registry-ingest function receives it.
+    let key = link.split('?').next().unwrap().split(&format!("/{}/", app.config.bucket)).nth(1).unwrap().to_owned();
+    let sample = include_str!("../../events/registry-ingest.01-object-created.json");
+    let mut event: Value = serde_json::from_str(sample).unwrap();
+    event["Records"][0]["s3"]["object"]["key"] = json!(key);
+    event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
+    let event = serde_json::from_value(event).unwrap();
+    let summary = hangar::jobs::ingest(&app.second_state().await, event).await.unwrap();
+    assert_eq!(summary.ingested.len(), 1, "{summary:?}");
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(id(&current), id(&pending));
+    assert_eq!(download(&app, &download_url(&current)).await, (200, state));
 }

@@ -80,6 +80,9 @@ impl BlobStore for SwappedAfterFirstRead {
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
         self.inner.delete(id).await
     }
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError> {
+        self.inner.read_upload(id, limit).await
+    }
     async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         let copied = self.inner.copy_upload(from, to).await;
         self.swap(from).await;

@@ -71,3 +71,19 @@ def test_variables_and_state_through_pytfe(hangar):
     assert json.loads(client.state_versions.download_current(workspace.id))["outputs"]["x"]["value"] == "y"
     outputs = list(client.state_versions.list_outputs(created.id))
     assert [(o.name, o.value) for o in outputs] == [("x", "y")]
+
+    # A larger state goes the way Terraform 1.6 and later send every state: a version made
+    # without it, the state PUT on its upload link, the version read again until it is current.
+    import time
+
+    second = json.dumps({"version": 4, "terraform_version": "1.6.0", "serial": 2, "lineage": "lin",
+                         "outputs": {"x": {"value": "z" * 100_000, "type": "string"}}, "resources": []}).encode()
+    uploaded = client.state_versions.upload(
+        workspace.id, raw_state=second, raw_json_state=b'{"format_version": "1.0"}',
+        options=StateVersionCreateOptions(serial=2, md5=hashlib.md5(second).hexdigest(), lineage="lin"))
+    for _ in range(100):
+        if client.state_versions.read(uploaded.id).status == "finalized":
+            break
+        time.sleep(0.05)
+    assert client.state_versions.read_current(workspace.id).id == uploaded.id
+    assert client.state_versions.download_current(workspace.id) == second

@@ -160,7 +160,7 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
         // Uploads a stop left stored but not ingested are ingested now, off the start.
         let state = state.clone();
         tokio::spawn(async move {
-            if let Err(e) = hangar::registry::ingest::resume(&state).await {
+            if let Err(e) = hangar::jobs::resume_uploads(&state).await {
                 tracing::error!(error = %e, "uploads left by a stop were not ingested");
             }
         });

@@ -122,7 +122,7 @@ pub mod routers {
         let mut router =
             finish(super::families(), state.clone()).merge(crate::web::router(&state).with_state(state.clone()));
         if let Some(local) = state.local_blobs.clone() {
-            let ingest = std::sync::Arc::new(crate::registry::ingest::LocalIngest(state.clone()));
+            let ingest = std::sync::Arc::new(super::objects::SettleUploads(state.clone()));
             let links = super::objects::object_routes_with_hooks(local, ingest);
             router = router.merge(links.layer(super::middleware::from_fn(|request, next| {
                 super::render_refusals(request, next, super::refusal::json_api)

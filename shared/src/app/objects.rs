@@ -17,6 +17,9 @@ use crate::api::ApiError;
 use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
 use crate::errors::Kind;
 use crate::links::Signed;
+use crate::registry::versions::UPLOAD_LINK_VALIDITY;
+use crate::state::AppState;
+use crate::store::upload_claims;
 
 /// `PUT /upload/{id}` and `GET /object/{id}` for signed links, accepting every validly signed
 /// upload.
@@ -51,6 +54,44 @@ impl UploadHooks for AcceptAll {
     async fn uploaded(&self, _: &ObjectId) {}
 }
 
+/// dev-server's local links settle their uploads as S3's event does in AWS: the state version or
+/// module version a link was made for decides whether it wants the upload (claiming it for that
+/// one upload), and settles it once stored, in a task of its own, so that the PUT is answered
+/// without waiting.
+pub struct SettleUploads(pub AppState);
+
+#[async_trait]
+impl UploadHooks for SettleUploads {
+    async fn accepts(&self, id: &ObjectId) -> bool {
+        let store = self.0.store.as_ref();
+        let validity = match crate::state_versions::uploads::awaits_upload(store, id).await {
+            Ok(Some(true)) => self.0.config.state_link_lifetime,
+            Ok(Some(false)) | Err(_) => return false,
+            Ok(None) => match crate::registry::ingest::awaits_upload(store, id).await {
+                Ok(true) => UPLOAD_LINK_VALIDITY,
+                Ok(false) | Err(_) => return false,
+            },
+        };
+        let expires = chrono::Utc::now().timestamp() + validity.as_secs() as i64;
+        upload_claims::claim(store, id.as_str(), expires).await.unwrap_or(false)
+    }
+
+    async fn abandoned(&self, id: &ObjectId) {
+        if let Err(e) = upload_claims::release(self.0.store.as_ref(), id.as_str()).await {
+            tracing::warn!(object = %id, error = %e, "upload claim not released");
+        }
+    }
+
+    async fn uploaded(&self, id: &ObjectId) {
+        let (state, id) = (self.0.clone(), id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = crate::jobs::object_created(&state, &id).await {
+                tracing::error!(object = %id, error = %e, "settling a local upload failed");
+            }
+        });
+    }
+}
+
 fn authorize(blobs: &LocalBlobs, method: &str, id: &str, link: Option<Query<Signed>>) -> Result<ObjectId, ApiError> {
     let id = ObjectId::parse(id).ok_or_else(ApiError::not_found)?;
     match link {
@@ -78,7 +119,7 @@ async fn upload(
 ) -> Result<StatusCode, ApiError> {
     let id = authorize(&blobs, "PUT", &id, link.ok())?;
     if !hooks.accepts(&id).await {
-        return Err(ApiError::conflict("This upload link has been used: its version already has an archive."));
+        return Err(ApiError::conflict("This upload link has been used: its version already has what it takes."));
     }
     if let Err(e) = blobs.receive(&id, body.into_data_stream()).await {
         hooks.abandoned(&id).await;
@@ -94,7 +135,7 @@ fn blob_error(e: BlobError) -> ApiError {
         BlobError::TooLarge { .. } => ApiError::new(Kind::TooLarge, "payload too large", format!("The {e}.")),
         BlobError::Interrupted(_) => ApiError::bad_request(e.to_string()),
         BlobError::AlreadyStored => {
-            ApiError::conflict("This upload link has been used: its version already has an archive.")
+            ApiError::conflict("This upload link has been used: its version already has what it takes.")
         }
         BlobError::Backend(_) => ApiError::internal(e),
     }

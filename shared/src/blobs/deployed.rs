@@ -83,6 +83,10 @@ impl BlobStore for NoBlobs {
         Err(unavailable())
     }
 
+    async fn read_upload(&self, _: &ObjectId, _: u64) -> Result<bytes::Bytes, BlobError> {
+        Err(unavailable())
+    }
+
     async fn delete(&self, _: &ObjectId) -> Result<(), BlobError> {
         Err(unavailable())
     }

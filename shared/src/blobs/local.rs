@@ -183,6 +183,19 @@ impl BlobStore for LocalBlobs {
         }
     }
 
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError> {
+        // Uploads are only ever linked into place whole, never written in place: the size read
+        // is the size of what is read.
+        if self.upload_size(id).await? > limit {
+            return Err(BlobError::TooLarge { limit });
+        }
+        match tokio::fs::read(self.upload_path(id)).await {
+            Ok(body) => Ok(body.into()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
+            Err(e) => Err(BlobError::backend(e)),
+        }
+    }
+
     async fn unannounced_uploads(&self) -> Result<Vec<ObjectId>, BlobError> {
         let mut entries = tokio::fs::read_dir(&self.uploads).await.map_err(BlobError::backend)?;
         let mut ids = Vec::new();

@@ -150,6 +150,10 @@ pub trait BlobStore: Send + Sync + 'static {
     /// The upload's size in bytes, read without reading the upload.
     async fn upload_size(&self, id: &ObjectId) -> Result<u64, BlobError>;
 
+    /// The upload `id`, read whole if it holds at most `limit` bytes ([`BlobError::TooLarge`]
+    /// otherwise, read no further): for uploads bounded by what takes them (a state).
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError>;
+
     /// Copies the upload `from` to the archive `to` inside the store (no bytes through the
     /// caller), replacing `to`. A later change of the upload leaves the copy alone.
     async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError>;

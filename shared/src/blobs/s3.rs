@@ -90,6 +90,21 @@ impl BlobStore for S3Blobs {
         }
     }
 
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError> {
+        let object = match self.client.get_object().bucket(&self.bucket).key(id.upload_key()).send().await {
+            Ok(object) => object,
+            Err(e) if e.as_service_error().is_some_and(GetObjectError::is_no_such_key) => {
+                return Err(BlobError::NotFound)
+            }
+            Err(e) => return Err(backend(e)),
+        };
+        // The length S3 declares bounds what the body holds; the body is dropped unread if over.
+        if object.content_length().unwrap_or(0).max(0) as u64 > limit {
+            return Err(BlobError::TooLarge { limit });
+        }
+        Ok(object.body.collect().await.map_err(BlobError::backend)?.into_bytes())
+    }
+
     async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         // Keys hold only URL-safe characters, so the copy source needs no escaping.
         let source = format!("{}/{}", self.bucket, from.upload_key());

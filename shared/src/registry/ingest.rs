@@ -9,18 +9,17 @@
 //! Either way the upload is removed and the version leaves `pending` in one conditional write:
 //! there is no partial state to see.
 
-use async_trait::async_trait;
 use serde::Serialize;
 
 use super::error::{RegistryError, Result};
 use super::modules::{modify_or_refused, Refused};
 use super::status::{FAILED, OK, PENDING};
 use super::version_index;
-use super::versions::{ModuleVersion, PendingUpload, UPLOAD_LINK_VALIDITY};
+use super::versions::{ModuleVersion, PendingUpload};
 use crate::archive::{self, ArchiveError, ArchiveSummary};
-use crate::blobs::{BlobError, ObjectId, UploadHooks};
+use crate::blobs::{BlobError, ObjectId};
 use crate::state::AppState;
-use crate::store::{keys, Condition, Item, ItemStore, Write};
+use crate::store::{keys, Condition, ItemStore, Write};
 
 /// How much of a README a version keeps (items must stay well under DynamoDB's 400 KB).
 const README_KEPT: usize = 64 * 1024;
@@ -50,21 +49,6 @@ async fn pending(store: &dyn ItemStore, object: &ObjectId) -> Result<Option<(Pen
     let Some(version) = store.get(&upload.version).await? else { return Ok(None) };
     let version: ModuleVersion = version.parse()?;
     Ok((version.status == PENDING).then_some((upload, version)))
-}
-
-/// Claims `object` for one upload, if a version waits for it: a conditional write that exactly
-/// one of racing uploads wins. The claim expires with the upload link.
-async fn claim_upload(state: &AppState, object: &ObjectId) -> Result<bool> {
-    if !awaits_upload(state.store.as_ref(), object).await? {
-        return Ok(false);
-    }
-    let expires = chrono::Utc::now().timestamp() + UPLOAD_LINK_VALIDITY.as_secs() as i64;
-    let claim = Item::new(keys::upload_claim(object.as_str()), Default::default()).with_ttl(expires);
-    match state.store.put(claim, Condition::NotExists).await {
-        Ok(()) => Ok(true),
-        Err(e) if e.is_condition_failed() => Ok(false),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Inspects the archive uploaded as `object` and settles its version.
@@ -116,29 +100,13 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Inges
 
 impl IngestOutcome {
     /// One line, in words, at the level the outcome deserves.
-    fn log(&self, version: &str) {
+    pub fn log(&self, version: &str) {
         match self {
             IngestOutcome::Ingested { .. } => tracing::info!(version, "version ingested: its archive is served"),
             IngestOutcome::Failed { reason, .. } => tracing::warn!(version, reason = %reason, "version failed ingest"),
             IngestOutcome::Ignored => tracing::debug!(version, "upload ignored: no version waits for it"),
         }
     }
-}
-
-/// Ingests the uploads a restart may have left stored but not ingested (dev-server stopped in the
-/// middle of an ingest): each still waiting for its version is ingested, the others ignored.
-pub async fn resume(state: &AppState) -> Result<()> {
-    for object in state.blobs.unannounced_uploads().await? {
-        match object_created(state, &object).await {
-            Ok(IngestOutcome::Ignored) => {}
-            Ok(outcome) => {
-                tracing::info!(object = %object, "ingest resumed after a restart");
-                outcome.log(&object.to_string());
-            }
-            Err(e) => tracing::error!(object = %object, error = %e, "resumed ingest failed"),
-        }
-    }
-    Ok(())
 }
 
 /// Settles the version waiting for `object` as failed, for a reason found before ingest could
@@ -217,31 +185,4 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_owned()
-}
-
-/// dev-server's local upload links start ingest once the upload is stored, as S3's event does:
-/// in a task of its own, so the PUT is answered without waiting for the inspection.
-pub struct LocalIngest(pub AppState);
-
-#[async_trait]
-impl UploadHooks for LocalIngest {
-    async fn accepts(&self, object: &ObjectId) -> bool {
-        claim_upload(&self.0, object).await.unwrap_or(false)
-    }
-
-    async fn abandoned(&self, object: &ObjectId) {
-        let claim = keys::upload_claim(object.as_str());
-        if let Err(e) = self.0.store.delete(&claim, Condition::Always).await {
-            tracing::warn!(object = %object, error = %e, "upload claim not released");
-        }
-    }
-
-    async fn uploaded(&self, object: &ObjectId) {
-        let (state, object) = (self.0.clone(), object.clone());
-        tokio::spawn(async move {
-            if let Err(e) = object_created(&state, &object).await {
-                tracing::error!(object = %object, error = %e, "ingest after a local upload failed");
-            }
-        });
-    }
 }

@@ -8,6 +8,7 @@ mod parse;
 mod record;
 mod render;
 mod routes;
+pub mod uploads;
 pub mod versions;
 
 pub use error::StateError;

@@ -74,13 +74,25 @@ pub enum NotAState {
     Malformed(String),
     #[error("the state is format version {0}; Hangar keeps version 4 (Terraform 0.12 and later)")]
     Version(u64),
+    #[error("the state's {0} is longer than {MAX_LABEL} bytes")]
+    TooLong(&'static str),
 }
+
+/// The longest lineage and Terraform version a state may declare (Terraform writes a UUID and
+/// a version number).
+pub const MAX_LABEL: usize = 64;
 
 /// Reads what Hangar keeps of a state.
 pub fn facts(state: &[u8]) -> Result<StateFacts, NotAState> {
     let raw: RawState = serde_json::from_slice(state).map_err(|e| NotAState::Malformed(e.to_string()))?;
     if raw.version != 4 {
         return Err(NotAState::Version(raw.version));
+    }
+    if raw.lineage.len() > MAX_LABEL {
+        return Err(NotAState::TooLong("lineage"));
+    }
+    if raw.terraform_version.as_ref().is_some_and(|version| version.len() > MAX_LABEL) {
+        return Err(NotAState::TooLong("terraform_version"));
     }
     let mut resources: Vec<ResourceSummary> = Vec::new();
     let mut providers: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();

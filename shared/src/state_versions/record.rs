@@ -1,12 +1,13 @@
 //! A state version as stored: one item in its organization's partition, under its workspace's
-//! data (`WSD#<workspace>#SV#<sequence>`), found by id through its pointer. The state itself is a
+//! data (`WSD#<workspace>#SV#<sequence>`; while it waits for its state, `…#SVPENDING#<id>`, out
+//! of the list), found by id through its pointer. The state itself is a
 //! sealed object the item names (and owns, for cascades); the item keeps what HCP shows of it.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::parse::ResourceSummary;
+use super::parse::{ResourceSummary, StateFacts};
 use crate::ids::Kind;
 use crate::store::owned::SEALED;
 use crate::store::{keys, pointer, Item, Key, StoreError};
@@ -14,6 +15,35 @@ use crate::store::{keys, pointer, Item, Key, StoreError};
 /// An item holding more than this is stored without its resource and provider summaries
 /// (DynamoDB's items end at 400 KB); the counts stay.
 const MAX_SUMMARY_BYTES: usize = 256 * 1024;
+
+/// HCP's statuses: a version made with its state inline is `finalized` at once; one made without
+/// is `pending` until its state arrives on its upload link, then `finalized`, or `discarded` if
+/// another state became current meanwhile.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    #[default]
+    Finalized,
+    Pending,
+    Discarded,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Finalized => "finalized",
+            Status::Pending => "pending",
+            Status::Discarded => "discarded",
+        }
+    }
+}
+
+/// The uploads a pending version's links take (ids of `upload/` objects).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Uploads {
+    pub state: String,
+    pub json: String,
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StateVersion {
@@ -45,6 +75,14 @@ pub struct StateVersion {
     pub resources: Vec<ResourceSummary>,
     #[serde(default)]
     pub providers: BTreeMap<String, BTreeMap<String, u64>>,
+    #[serde(default)]
+    pub status: Status,
+    /// Whether its writer sent `force` (a pending version's lineage is checked on arrival).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+    /// While pending: the uploads its links take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uploads: Option<Uploads>,
 }
 
 impl pointer::Addressed for StateVersion {
@@ -53,7 +91,12 @@ impl pointer::Addressed for StateVersion {
 
 impl StateVersion {
     pub fn key(&self) -> Key {
-        keys::state_version(&self.org_id, &self.workspace_id, self.sequence)
+        match self.status {
+            Status::Finalized => keys::state_version(&self.org_id, &self.workspace_id, self.sequence),
+            Status::Pending | Status::Discarded => {
+                keys::pending_state_version(&self.org_id, &self.workspace_id, &self.id)
+            }
+        }
     }
 
     /// The item, owning its pointer and its objects; without the summaries if they would not fit.
@@ -67,7 +110,27 @@ impl StateVersion {
         };
         let objects: Vec<&str> = std::iter::once(self.object.as_str()).chain(self.json_object.as_deref()).collect();
         item.set(SEALED, serde_json::json!(objects));
-        Ok(item.with_satellites(&[keys::id_pointer(&self.id)]))
+        let mut satellites = vec![keys::id_pointer(&self.id)];
+        satellites
+            .extend(self.uploads.iter().flat_map(|u| [&u.state, &u.json]).map(|id| keys::pending_state_upload(id)));
+        Ok(item.with_satellites(&satellites))
+    }
+
+    /// The version with what its state says of itself, finalized.
+    pub fn finalized(self, facts: &StateFacts, size: u64) -> Self {
+        Self {
+            lineage: facts.lineage.clone(),
+            size,
+            terraform_version: facts.terraform_version.clone(),
+            state_version: facts.state_version,
+            output_count: facts.output_count,
+            resource_count: facts.resource_count,
+            resources: facts.resources.clone(),
+            providers: facts.providers.clone(),
+            status: Status::Finalized,
+            uploads: None,
+            ..self
+        }
     }
 
     /// The id of its `index`th output (in name order): HCP's `wsout-` ids, made from the

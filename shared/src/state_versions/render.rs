@@ -20,7 +20,7 @@ pub fn state_version(version: &StateVersion, seen: &Seen, links: &Links) -> Reso
             "md5": version.md5,
             "state-version": version.state_version,
             "terraform-version": version.terraform_version,
-            "status": "finalized",
+            "status": version.status.as_str(),
             "intermediate": false,
             "resources-processed": true,
             "resources": version.resources,
@@ -39,6 +39,16 @@ pub fn state_version(version: &StateVersion, seen: &Seen, links: &Links) -> Reso
     .to_one_or_null("run", "runs", None)
     .to_many("outputs", "state-version-outputs", outputs)
     .link("self", format!("/api/v2/state-versions/{}", version.id))
+}
+
+/// A version just made without its state, with the links that take it (shown only to its
+/// writer, in the answer to the create).
+pub fn with_upload_links(mut resource: Resource, links: Option<(String, String)>) -> Resource {
+    if let Some((state, json)) = links {
+        resource.attributes["hosted-state-upload-url"] = json!(state);
+        resource.attributes["hosted-json-state-upload-url"] = json!(json);
+    }
+    resource
 }
 
 /// One output; a sensitive value only where `reveal` (HCP shows it when an output is read

@@ -12,7 +12,7 @@ use base64::Engine;
 use serde::Deserialize;
 
 use super::render;
-use super::versions::{self, Download, Form, Links, NewStateVersion};
+use super::versions::{self, Declared, Download, Form, Links, NewStateVersion};
 use crate::accounts::workspaces::WorkspaceAt;
 use crate::api::{ApiError, BaseUrl, Document, JsonApiBody, Listing, QueryParams};
 use crate::auth::Principal;
@@ -77,17 +77,17 @@ async fn create(
     body: Body,
 ) -> Result<Document> {
     let attrs = read_body(&state, body).await?.resource::<StateVersionAttrs>(&["state-versions"])?.attributes;
-    let encoded = attrs.state.ok_or_else(|| ApiError::invalid("/data/attributes/state", "`state` is required."))?;
+    // Without `state`, the version waits for it on an upload link (go-tfe's Upload, Terraform 1.6
+    // and later).
     let new = NewStateVersion {
-        serial: attrs.serial,
-        md5: attrs.md5,
-        lineage: attrs.lineage,
+        declared: Declared { serial: attrs.serial, md5: attrs.md5, lineage: attrs.lineage },
         force: attrs.force,
-        state: decode(&encoded, "/data/attributes/state")?,
+        state: attrs.state.as_deref().map(|state| decode(state, "/data/attributes/state")).transpose()?,
         json_state: attrs.json_state.as_deref().map(|json| decode(json, "/data/attributes/json-state")).transpose()?,
     };
-    let (version, seen) = versions::create(&state, &principal, &id, new).await?;
-    Ok(Document::one(render::state_version(&version, &seen, &Links::new(&state, &base)?)).created())
+    let created = versions::create(&state, &principal, &id, new).await?;
+    let resource = render::state_version(&created.version, &created.seen, &Links::new(&state, &base)?);
+    Ok(Document::one(render::with_upload_links(resource, created.upload_links)).created())
 }
 
 /// Whether the request asks to include the outputs (`include=outputs`); any other inclusion is

@@ -9,8 +9,10 @@ use std::time::Duration;
 use md5::{Digest, Md5};
 
 use super::error::{Result, StateError};
-use super::parse::{self, Output};
-use super::record::{parse_output_id, StateVersion};
+use serde::{Deserialize, Serialize};
+
+use super::parse::{self, Output, StateFacts};
+use super::record::{parse_output_id, StateVersion, Status, Uploads};
 use crate::accounts::access::Organization;
 use crate::accounts::workspaces::{self, CurrentState, Found, Workspace, WorkspaceAt, WorkspacePermissions};
 use crate::api::{Field, PageRequest};
@@ -19,16 +21,22 @@ use crate::blobs::{BlobStore, ObjectId};
 use crate::ids::new_id;
 use crate::links::{LinkSigner, Signed};
 use crate::state::AppState;
-use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, ItemStore, Transaction, Write};
+use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, Item, ItemStore, Transaction, Write};
 
 /// A state version a request asks for: HCP's attributes, the state decoded.
 pub struct NewStateVersion {
+    pub declared: Declared,
+    pub force: bool,
+    /// The state inline; without it, the version waits for it on an upload link.
+    pub state: Option<bytes::Bytes>,
+    pub json_state: Option<bytes::Bytes>,
+}
+
+/// What a writer says of the state it sends, checked against the state itself.
+pub struct Declared {
     pub serial: u64,
     pub md5: String,
     pub lineage: Option<String>,
-    pub force: bool,
-    pub state: bytes::Bytes,
-    pub json_state: Option<bytes::Bytes>,
 }
 
 /// A workspace and what the caller may do with it.
@@ -36,6 +44,13 @@ pub struct Seen {
     pub workspace: Workspace,
     pub org: Organization,
     pub may: WorkspacePermissions,
+}
+
+/// A version just made, and for a pending one the links its state and JSON state go to.
+pub struct Created {
+    pub version: StateVersion,
+    pub seen: Seen,
+    pub upload_links: Option<(String, String)>,
 }
 
 /// The workspace at `at`, for a caller that may at least read its outputs: else not found.
@@ -47,37 +62,40 @@ async fn seen(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<'_>)
     Ok(Seen { workspace, org, may })
 }
 
-/// Stores a new state version of the workspace `workspace_id` and makes it current; returns it
-/// with the workspace as the write found it and what the caller may do there.
+/// Stores a new state version of the workspace `workspace_id`: with its state inline, made
+/// current at once; without, pending until its state arrives on the returned upload link
+/// (`uploads.rs`).
 pub async fn create(
     state: &AppState,
     principal: &Principal,
     workspace_id: &str,
     new: NewStateVersion,
-) -> Result<(StateVersion, Seen)> {
+) -> Result<Created> {
     let store = state.store.as_ref();
-    let limit = state.config.max_state_bytes;
     let found = workspaces::find(store, principal, WorkspaceAt::Id(workspace_id)).await?;
     let Found { workspace, org, may } = found.requiring(|may| may.write_state, "create state versions")?;
-    for body in std::iter::once(&new.state).chain(&new.json_state) {
+    let declared = &new.declared;
+    if declared.md5.len() != 32 || !declared.md5.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(StateError::invalid(Field::Attribute("md5"), "must be an MD5 digest in hex (32 characters)"));
+    }
+    if declared.lineage.as_ref().is_some_and(|lineage| lineage.is_empty() || lineage.len() > parse::MAX_LABEL) {
+        let detail = format!("must be 1 to {} bytes", parse::MAX_LABEL);
+        return Err(StateError::invalid(Field::Attribute("lineage"), detail));
+    }
+    check_write(&workspace, Some(principal), declared.serial, declared.lineage.as_deref(), new.force)?;
+    let Some(body) = new.state.clone() else {
+        let (version, upload_links) = create_pending(state, principal, &workspace, &new).await?;
+        return Ok(Created { version, seen: Seen { workspace, org, may }, upload_links: Some(upload_links) });
+    };
+    let limit = state.config.max_state_bytes;
+    for body in std::iter::once(&body).chain(&new.json_state) {
         if body.len() as u64 > limit {
             return Err(StateError::TooLarge { size: body.len() as u64, limit });
         }
     }
-    let md5 = hex::encode(Md5::digest(&new.state));
-    if !new.md5.eq_ignore_ascii_case(&md5) {
-        return Err(StateError::invalid(Field::Attribute("md5"), "does not match the MD5 of `state`"));
-    }
-    let facts = parse::facts(&new.state).map_err(|e| StateError::invalid(Field::Attribute("state"), e.to_string()))?;
-    if facts.serial != new.serial {
-        let detail = format!("is {}, but the state's own serial is {}", new.serial, facts.serial);
-        return Err(StateError::invalid(Field::Attribute("serial"), detail));
-    }
-    if new.lineage.as_ref().is_some_and(|lineage| *lineage != facts.lineage) {
-        return Err(StateError::invalid(Field::Attribute("lineage"), "does not match the state's own lineage"));
-    }
+    let facts = verify(&body, declared)?;
     let object = ObjectId::generate();
-    state.blobs.put_sealed(&object, new.state.clone()).await?;
+    state.blobs.put_sealed(&object, body.clone()).await?;
     let json_object = match &new.json_state {
         Some(json) => {
             let id = ObjectId::generate();
@@ -87,27 +105,15 @@ pub async fn create(
         None => None,
     };
     let version = StateVersion {
-        id: new_id("sv"),
-        org_id: workspace.org_id.clone(),
-        workspace_id: workspace.id.clone(),
-        sequence: 0,
-        serial: facts.serial,
-        lineage: facts.lineage.clone(),
-        md5,
-        size: new.state.len() as u64,
-        terraform_version: facts.terraform_version.clone(),
-        state_version: facts.state_version,
-        created_at: crate::api::timestamp(chrono::Utc::now()),
-        created_by: principal.user_id(),
         object: object.to_string(),
         json_object: json_object.as_ref().map(ToString::to_string),
-        output_count: facts.output_count,
-        resource_count: facts.resource_count,
-        resources: facts.resources.clone(),
-        providers: facts.providers.clone(),
-    };
-    let recorded = record(store, principal, workspace.clone(), version, new.force).await;
-    if !matches!(recorded, Ok(Some(_))) {
+        ..described(&workspace, principal, declared, new.force)
+    }
+    .finalized(&facts, body.len() as u64);
+    let recorded = record(store, workspace.clone(), version, Writer::Holder(principal)).await;
+    // A store error may come after the transaction was applied: the objects are then kept (an
+    // orphan at worst) rather than taken from under a version that names them.
+    if matches!(recorded, Ok(None) | Err(StateError::Conflict(_) | StateError::Workspace(_))) {
         // Nothing names the objects: take them back (a crash here leaves them unnamed, unread).
         for id in std::iter::once(&object).chain(&json_object) {
             if let Err(e) = state.blobs.delete_sealed(id).await {
@@ -115,34 +121,149 @@ pub async fn create(
             }
         }
     }
-    let version = recorded?
-        .ok_or_else(|| StateError::Conflict("The workspace's state is being written by others; retry.".into()))?;
-    Ok((version, Seen { workspace, org, may }))
+    let version = recorded?.ok_or_else(busy)?;
+    Ok(Created { version, seen: Seen { workspace, org, may }, upload_links: None })
+}
+
+fn busy() -> StateError {
+    StateError::Conflict("The workspace's state is being written by others; retry.".into())
+}
+
+/// A version of `workspace` as its writer describes it, before its state is read.
+fn described(workspace: &Workspace, principal: &Principal, declared: &Declared, force: bool) -> StateVersion {
+    StateVersion {
+        id: new_id("sv"),
+        org_id: workspace.org_id.clone(),
+        workspace_id: workspace.id.clone(),
+        sequence: 0,
+        serial: declared.serial,
+        lineage: declared.lineage.clone().unwrap_or_default(),
+        md5: declared.md5.to_ascii_lowercase(),
+        size: 0,
+        terraform_version: None,
+        state_version: 0,
+        created_at: crate::api::timestamp(chrono::Utc::now()),
+        created_by: principal.user_id(),
+        object: ObjectId::generate().to_string(),
+        json_object: None,
+        output_count: 0,
+        resource_count: 0,
+        resources: Vec::new(),
+        providers: Default::default(),
+        status: Status::Finalized,
+        uploads: None,
+        force,
+    }
+}
+
+/// Records a version that waits for its state: the version, its pointer and what its two upload
+/// links lead to, in one transaction; returns it with the links.
+async fn create_pending(
+    state: &AppState,
+    principal: &Principal,
+    workspace: &Workspace,
+    new: &NewStateVersion,
+) -> Result<(StateVersion, (String, String))> {
+    let lifetime = state.config.state_link_lifetime;
+    let uploads = Uploads { state: ObjectId::generate().to_string(), json: ObjectId::generate().to_string() };
+    let version = StateVersion {
+        status: Status::Pending,
+        json_object: Some(ObjectId::generate().to_string()),
+        uploads: Some(uploads.clone()),
+        ..described(workspace, principal, &new.declared, new.force)
+    };
+    let mut transaction = Transaction::new();
+    transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
+    transaction.add(pointer::create(&version.id, &version.key())?);
+    // Kept past the links' lifetime, so that a late event for an upload made in time still finds
+    // its version.
+    let expires = chrono::Utc::now().timestamp() + lifetime.as_secs() as i64 + 24 * 3600;
+    for (upload, form) in [(&uploads.state, Form::State), (&uploads.json, Form::Json)] {
+        let awaited = AwaitedUpload { version_id: version.id.clone(), form };
+        let item = Item::from_value(keys::pending_state_upload(upload), &awaited)?.with_ttl(expires);
+        transaction.add(Write::Put { item, condition: Condition::NotExists });
+    }
+    transaction.commit(state.store.as_ref()).await?;
+    let link = |id: &str| {
+        let id = ObjectId::parse(id).expect("generated ids parse");
+        async move { state.blobs.upload_url(&id, lifetime).await }
+    };
+    let links = (link(&uploads.state).await?, link(&uploads.json).await?);
+    Ok((version, links))
+}
+
+/// What an upload link of a pending version leads to.
+#[derive(Debug, Serialize, Deserialize)]
+pub(super) struct AwaitedUpload {
+    pub version_id: String,
+    pub form: Form,
+}
+
+/// Checks a state against what its writer declared (the MD5 of its bytes, the serial and the
+/// lineage it carries), and reads what Hangar keeps of it.
+pub(super) fn verify(body: &[u8], declared: &Declared) -> Result<StateFacts> {
+    let md5 = hex::encode(Md5::digest(body));
+    if !declared.md5.eq_ignore_ascii_case(&md5) {
+        return Err(StateError::invalid(Field::Attribute("md5"), "does not match the MD5 of `state`"));
+    }
+    let facts = parse::facts(body).map_err(|e| StateError::invalid(Field::Attribute("state"), e.to_string()))?;
+    if facts.serial != declared.serial {
+        let detail = format!("is {}, but the state's own serial is {}", declared.serial, facts.serial);
+        return Err(StateError::invalid(Field::Attribute("serial"), detail));
+    }
+    if declared.lineage.as_ref().is_some_and(|lineage| *lineage != facts.lineage) {
+        return Err(StateError::invalid(Field::Attribute("lineage"), "does not match the state's own lineage"));
+    }
+    Ok(facts)
+}
+
+/// Who makes a version current: the lock's holder writing inline, or the state arriving on a
+/// pending version's upload link (its writer's lock was checked when it was made).
+pub(super) enum Writer<'a> {
+    Holder(&'a Principal),
+    Upload { pending: &'a StateVersion },
 }
 
 /// Records `version` as the workspace's newest, checked against the workspace as each attempt
-/// reads it (the first attempt: as `create` read it).
-async fn record(
+/// reads it (the first attempt: as the caller read it). `None`: others kept changing it.
+pub(super) async fn record(
     store: &dyn ItemStore,
-    principal: &Principal,
     workspace: Workspace,
     version: StateVersion,
-    force: bool,
+    writer: Writer<'_>,
 ) -> Result<Option<StateVersion>> {
-    let (id, version, mut first) = (workspace.id.clone(), &version, Some(workspace));
+    let (id, version, writer, mut first) = (workspace.id.clone(), &version, &writer, Some(workspace));
     let id = &id;
     retry_on_race(|| {
         let first = first.take();
         async move {
             let workspace = workspaces::reread(store, id, first).await?;
-            check_write(&workspace, principal, version, force)?;
+            let holder = match writer {
+                Writer::Holder(principal) => Some(*principal),
+                Writer::Upload { .. } => None,
+            };
+            check_write(&workspace, holder, version.serial, Some(&version.lineage), version.force)?;
             let version = StateVersion { sequence: workspace.state_versions + 1, ..version.clone() };
             let current =
                 CurrentState { id: version.id.clone(), serial: version.serial, lineage: version.lineage.clone() };
             let (_, advance) = workspaces::advance_state(&workspace, current, version.resource_count)?;
             let mut transaction = Transaction::new();
             transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
-            transaction.add(pointer::create(&version.id, &version.key())?);
+            match writer {
+                Writer::Holder(_) => {
+                    transaction.add(pointer::create(&version.id, &version.key())?);
+                }
+                Writer::Upload { pending } => {
+                    let waiting = Condition::equals("status", Status::Pending.as_str());
+                    transaction.add(Write::Delete { key: pending.key(), condition: waiting });
+                    transaction.add(pointer::retarget(&version.id, &version.key())?);
+                    let uploads = pending.uploads.iter();
+                    transaction.extend(uploads.map(|u| Write::Delete {
+                        key: keys::pending_state_upload(&u.state),
+                        condition: Condition::Always,
+                    }));
+                }
+            }
             transaction.add(advance);
             match transaction.commit(store).await {
                 Ok(()) => Ok(Some(version)),
@@ -154,29 +275,39 @@ async fn record(
     .await
 }
 
-/// HCP's rules for a state write, against the workspace as the write read it.
-fn check_write(workspace: &Workspace, principal: &Principal, version: &StateVersion, force: bool) -> Result<()> {
-    match &workspace.locked_by {
-        Some(lock) if lock.holder == principal.user_id() => {}
-        Some(lock) => {
-            return Err(StateError::Conflict(format!(
-                "The workspace is locked by {}: only the lock's holder may write its state.",
-                lock.holder
-            )))
+/// HCP's rules for a state write, against the workspace as the write read it: the lock's holder
+/// writes (`holder`, when one writes), the serial advances, and a new lineage needs `force`. A
+/// lineage not yet known (a pending version's writer need not say it) is checked on arrival.
+fn check_write(
+    workspace: &Workspace,
+    holder: Option<&Principal>,
+    serial: u64,
+    lineage: Option<&str>,
+    force: bool,
+) -> Result<()> {
+    if let Some(principal) = holder {
+        match &workspace.locked_by {
+            Some(lock) if lock.holder == principal.user_id() => {}
+            Some(lock) => {
+                return Err(StateError::Conflict(format!(
+                    "The workspace is locked by {}: only the lock's holder may write its state.",
+                    lock.holder
+                )))
+            }
+            None => return Err(StateError::Conflict("The workspace must be locked by you to write its state.".into())),
         }
-        None => return Err(StateError::Conflict("The workspace must be locked by you to write its state.".into())),
     }
     let Some(current) = workspace.current_state.as_ref().filter(|_| !force) else { return Ok(()) };
-    if current.lineage != version.lineage {
+    if let Some(lineage) = lineage.filter(|lineage| !lineage.is_empty() && *lineage != current.lineage) {
         return Err(StateError::Conflict(format!(
-            "The state's lineage {} is not the workspace's ({}): it is another state. Send `force` to replace it.",
-            version.lineage, current.lineage
+            "The state's lineage {lineage} is not the workspace's ({}): it is another state. Send `force` to replace it.",
+            current.lineage
         )));
     }
-    if version.serial <= current.serial {
+    if serial <= current.serial {
         return Err(StateError::Conflict(format!(
-            "The state's serial {} does not advance the workspace's current serial {}.",
-            version.serial, current.serial
+            "The state's serial {serial} does not advance the workspace's current serial {}.",
+            current.serial
         )));
     }
     Ok(())
@@ -216,6 +347,9 @@ pub async fn list(
 
 /// The outputs of a state version, read from its state.
 pub async fn outputs(blobs: &dyn BlobStore, version: &StateVersion) -> Result<Vec<Output>> {
+    if version.status == Status::Pending {
+        return Ok(Vec::new());
+    }
     let object = ObjectId::parse(&version.object).ok_or(StateError::NotFound)?;
     let state = blobs.open_sealed(&object).await?;
     parse::outputs(&state).map_err(|e| StateError::Blob(crate::blobs::BlobError::backend(e)))
@@ -237,8 +371,9 @@ pub async fn output(
     Ok((output, version))
 }
 
-/// Which body of a state version a link serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Which body of a state version a link serves or takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Form {
     /// The state as Terraform wrote it.
     State,
@@ -276,7 +411,7 @@ impl<'a> Links<'a> {
 
     /// The link to `form` of `version`, for a caller that may read the whole state.
     pub fn url(&self, version: &StateVersion, form: Form, may: &WorkspacePermissions) -> Option<String> {
-        let present = form == Form::State || version.json_object.is_some();
+        let present = version.status != Status::Pending && (form == Form::State || version.json_object.is_some());
         let query = self.signer.query(&Self::subject(&version.id, form), self.lifetime);
         (present && may.read_state)
             .then(|| format!("{}/api/v2/state-versions/{}/{}?{query}", self.base, version.id, form.path()))
@@ -298,6 +433,9 @@ pub async fn download(state: &AppState, id: &str, form: Form, signed: &Signed) -
         return Err(StateError::BadLink);
     }
     let version: StateVersion = pointer::resolve(state.store.as_ref(), id).await?.ok_or(StateError::NotFound)?;
+    if version.status == Status::Pending {
+        return Err(StateError::NotFound);
+    }
     let object = match form {
         Form::State => Some(version.object.as_str()),
         Form::Json => version.json_object.as_deref(),

@@ -92,6 +92,17 @@ pub fn state_version(org_id: &str, workspace_id: &str, sequence: u64) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#SV#{sequence:012}"))
 }
 
+/// A state version still waiting for its state (or discarded on arrival): apart from the
+/// finalized ones, so that listing those never reads it.
+pub fn pending_state_version(org_id: &str, workspace_id: &str, version_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#SVPENDING#{version_id}"))
+}
+
+/// What an upload link of a pending state version leads to: the version and which body it takes.
+pub fn pending_state_upload(object_id: &str) -> Key {
+    Key::new(format!("STATEUPLOAD#{object_id}"), "STATEUPLOAD")
+}
+
 /// A workspace's state versions, oldest first.
 pub fn state_versions(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#SV#"))
@@ -159,13 +170,13 @@ pub fn holds(key: &Key, kind: Kind) -> bool {
         Kind::StateVersion | Kind::Variable | Kind::TeamAccess => "WSD#",
     };
     // A workspace's data holds several kinds: the one after its id tells them apart.
-    let within = match kind {
-        Kind::StateVersion => "#SV#",
-        Kind::Variable => "#VAR#",
-        Kind::TeamAccess => "#ACCESS#",
-        _ => "",
+    let within: &[&str] = match kind {
+        Kind::StateVersion => &["#SV#", "#SVPENDING#"],
+        Kind::Variable => &["#VAR#"],
+        Kind::TeamAccess => &["#ACCESS#"],
+        _ => &[""],
     };
-    key.pk.starts_with("ORG#") && key.sk.starts_with(sort) && key.sk.contains(within)
+    key.pk.starts_with("ORG#") && key.sk.starts_with(sort) && within.iter().any(|part| key.sk.contains(part))
 }
 
 pub fn token(hash_hex: &str) -> Key {

@@ -15,6 +15,7 @@ pub mod schedule;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod transaction;
+pub mod upload_claims;
 /// Fair work queues: one turn per organization, leases, backoff, bounded runs.
 pub mod work_queue;
 
