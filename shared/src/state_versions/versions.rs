@@ -313,10 +313,16 @@ fn check_write(
     Ok(())
 }
 
-/// A state version by id, with its workspace and what the caller may do there.
+/// A state version by id, with its workspace and what the caller may do there: any of the
+/// workspace's for a caller that may read its state, only the current one for a caller limited to
+/// its outputs (HCP's `read-outputs` reads the latest state's outputs, not the history).
 pub async fn get(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<(StateVersion, Seen)> {
     let version: StateVersion = pointer::resolve(store, id).await?.ok_or(StateError::NotFound)?;
     let seen = seen(store, principal, WorkspaceAt::Id(&version.workspace_id)).await?;
+    let current = seen.workspace.current_state.as_ref().is_some_and(|current| current.id == version.id);
+    if !seen.may.read_state && !current {
+        return Err(StateError::NotFound);
+    }
     Ok((version, seen))
 }
 
@@ -340,6 +346,11 @@ pub async fn list(
     page: &PageRequest,
 ) -> Result<(Vec<StateVersion>, usize, Seen)> {
     let seen = seen(store, principal, at).await?;
+    if !seen.may.read_state {
+        return Err(StateError::Forbidden(
+            "You may read this workspace's current outputs, not its state versions.".into(),
+        ));
+    }
     let query = keys::state_versions(&seen.workspace.org_id, &seen.workspace.id).reverse(true);
     let items = page.fetch(store, query).await?;
     Ok((parse_all(&items)?, seen.workspace.state_versions as usize, seen))

@@ -26,12 +26,12 @@ pub async fn show(
     let found = workspaces::find(store, principal, WorkspaceAt::Name { org: &org, name: &name }).await?;
     let (workspace, org) = (&found.workspace, &found.org);
     let at = WorkspaceAt::Id(&workspace.id);
-    let history = match found.may.read_state_outputs {
+    let history = match found.may.read_state {
         true => Some(versions::list(store, principal, at, &page).await?),
         false => None,
     };
-    let outputs = match (&history, &workspace.current_state) {
-        (Some(_), Some(_)) => {
+    let outputs = match (found.may.read_state_outputs, &workspace.current_state) {
+        (true, Some(_)) => {
             let (current, _) = versions::current(store, principal, at).await?;
             versions::outputs(state.blobs.as_ref(), &current).await?
         }
@@ -52,7 +52,7 @@ pub async fn show(
         }
         h2 { "State versions" }
         @match &history {
-            None => p.empty { "This token may not read this workspace's state." },
+            None => p.empty { "This token may not read this workspace's state versions." },
             Some((shown, _, _)) if shown.is_empty() => p.empty { "No state yet." },
             Some((shown, total, _)) => {
                 table.list {
