@@ -436,10 +436,28 @@ async fn include_workspaces_renders_the_attached_workspaces() {
         assert_eq!(included[0]["attributes"]["execution-mode"], "agent");
     }
     // A team without access to the workspace is not shown it.
-    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let (readers_id, readers) = app.team_with_token("acme", "readers", json!({})).await;
     let theirs = app.get(&format!("/api/v2/agent-pools/{pool_id}?include=workspaces"), &readers).await;
     assert_eq!(theirs.status, 200);
     assert!(theirs.body["included"].as_array().is_none_or(Vec::is_empty), "{:?}", theirs.body["included"]);
+    // Nor its id, nor its name through the list's filter: the filter answers as for a name that
+    // names no workspace.
+    assert_eq!(theirs.body["data"]["relationships"]["workspaces"]["data"], json!([]));
+    let by_name = |name: &str| format!("{POOLS}?filter[allowed_workspaces][name]={name}");
+    let probed = app.get(&by_name("web"), &readers).await;
+    let missing = app.get(&by_name("no-such-workspace"), &readers).await;
+    assert_eq!((probed.status.as_u16(), &probed.body["data"]), (200, &json!([])), "{:?}", probed.body);
+    assert_eq!(probed.body["data"], missing.body["data"]);
+    assert_eq!(
+        app.get(&by_name("web"), &owners).await.body["data"].as_array().map(Vec::len),
+        Some(2),
+        "both: one is organization-scoped"
+    );
+    // A team granted access to the workspace sees it named.
+    hangar_tests::builders::grant(&app, &owners, &readers_id, &web, json!({"access": "read"})).await;
+    let granted = app.get(&format!("/api/v2/agent-pools/{pool_id}"), &readers).await;
+    assert_eq!(granted.body["data"]["relationships"]["workspaces"]["data"], refs("workspaces", &[&web]));
+    assert_eq!(app.get(&by_name("web"), &readers).await.body["data"].as_array().map(Vec::len), Some(2));
 }
 
 // ---------------------------------------------------------------------------------------------

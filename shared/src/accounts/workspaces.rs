@@ -496,6 +496,22 @@ pub async fn list(
     Ok((with_all(page.slice(matching)), count, org))
 }
 
+/// The ids of the workspaces of `org_id` that `principal` sees: `None` for all of them (its
+/// organization-level access sees every workspace), else those its team has access to (one
+/// query of the team's accesses, no workspace read).
+pub async fn visible_ids(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_id: &str,
+) -> Result<Option<std::collections::HashSet<String>>> {
+    if WorkspacePermissions::org_wide(principal, org_id).see {
+        return Ok(None);
+    }
+    let Principal::Team(grant) = principal else { return Ok(Some(Default::default())) };
+    let accesses: Vec<TeamAccess> = query_all_as(store, keys::team_workspaces(org_id, &grant.team_id)).await?;
+    Ok(Some(accesses.into_iter().map(|access| access.workspace_id).collect()))
+}
+
 /// The workspaces a team has access to, with what the access grants.
 async fn accessible(
     store: &dyn ItemStore,

@@ -10,7 +10,10 @@ use super::error::{AgentsError, Result};
 use super::live_index;
 pub use super::pool::AgentPool;
 use crate::accounts::access::{self, Organization, ACTIVE};
-use crate::accounts::workspaces::{self, Workspace};
+use std::collections::HashSet;
+
+use crate::accounts::workspaces::{self, Workspace, WorkspaceAt};
+use crate::accounts::AccountsError;
 use crate::api::Field;
 use crate::api::{timestamp, PageRequest, Relationship};
 use crate::auth::{Permission, Principal};
@@ -94,7 +97,8 @@ pub async fn show(state: &AppState, principal: &Principal, id: &str, include: bo
     let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
     let counts = live_index::counts(store, &state.config, std::slice::from_ref(&pool), &[index], Utc::now()).await?;
     let workspaces = if include { attached_workspaces(store, std::slice::from_ref(&pool)).await? } else { Vec::new() };
-    Ok(Shown { org, pools: vec![(pool, counts[0])], workspaces })
+    let visible = workspaces::visible_ids(store, principal, &org.id).await?;
+    Ok(Shown { org, pools: vec![(pool, counts[0])], workspaces, visible })
 }
 
 /// How many agents of each pool count (their `agent-count`), the pools' live indexes read in
@@ -112,13 +116,28 @@ pub struct Shown {
     pub org: Organization,
     pub pools: Vec<(AgentPool, usize)>,
     pub workspaces: Vec<Workspace>,
+    /// The workspaces the caller sees, where it does not see them all: a pool names only these.
+    pub visible: Option<HashSet<String>>,
 }
 
 impl Shown {
-    async fn of(state: &AppState, org: Organization, pools: Vec<AgentPool>, include: bool) -> Result<Self> {
+    async fn of(
+        state: &AppState,
+        principal: &Principal,
+        org: Organization,
+        pools: Vec<AgentPool>,
+        include: bool,
+    ) -> Result<Self> {
+        let store = state.store.as_ref();
         let counts = agent_counts(state, &pools).await?;
-        let workspaces = if include { attached_workspaces(state.store.as_ref(), &pools).await? } else { Vec::new() };
-        Ok(Shown { org, pools: pools.into_iter().zip(counts).collect(), workspaces })
+        let workspaces = if include { attached_workspaces(store, &pools).await? } else { Vec::new() };
+        let visible = workspaces::visible_ids(store, principal, &org.id).await?;
+        Ok(Shown { org, pools: pools.into_iter().zip(counts).collect(), workspaces, visible })
+    }
+
+    /// Whether the caller sees the workspace `id` (and so may learn that a pool names it).
+    pub fn sees(&self, id: &str) -> bool {
+        self.visible.as_ref().is_none_or(|visible| visible.contains(id))
     }
 }
 
@@ -230,7 +249,7 @@ pub async fn create(state: &AppState, principal: &Principal, org_name: &str, new
     let pool = created.ok_or_else(|| {
         AgentsError::Conflict("The allowed workspaces are being changed by other requests; retry.".into())
     })?;
-    Shown::of(state, org.clone(), vec![pool], false).await
+    Shown::of(state, principal, org.clone(), vec![pool], false).await
 }
 
 /// The list's parameters.
@@ -253,10 +272,14 @@ pub async fn list(
     let org = access::visible(store, principal, org_name).await?;
     let all: Vec<AgentPool> = query_all_as(store, keys::agent_pools(&org.id)).await?;
     let total = all.len();
+    // A workspace the caller does not see matches as a name that names none: the filter is no
+    // way to learn which names exist.
     let allowed_workspace = match &query.allowed_workspace_name {
-        Some(name) => {
-            Some(store.get(&keys::workspace(&org.id, name)).await?.map(|item| item.parse::<Workspace>()).transpose()?)
-        }
+        Some(name) => match workspaces::find(store, principal, WorkspaceAt::Name { org: &org.name, name }).await {
+            Ok(found) => Some(Some(found.workspace)),
+            Err(AccountsError::NotFound) => Some(None),
+            Err(e) => return Err(e.into()),
+        },
         None => None,
     };
     let q = query.q.as_deref().map(str::to_lowercase);
@@ -303,7 +326,7 @@ pub async fn list_shown(
     include: bool,
 ) -> Result<(Shown, usize, usize)> {
     let (pools, matching, total, org) = list(state.store.as_ref(), principal, org_name, query, page).await?;
-    Ok((Shown::of(state, org, pools, include).await?, matching, total))
+    Ok((Shown::of(state, principal, org, pools, include).await?, matching, total))
 }
 
 pub struct PoolChanges {
@@ -360,7 +383,7 @@ pub async fn update(state: &AppState, principal: &Principal, id: &str, changes: 
     .await?;
     let pool = updated
         .ok_or_else(|| AgentsError::Conflict("The agent pool is being changed by other requests; retry.".into()))?;
-    Shown::of(state, org.clone(), vec![pool], false).await
+    Shown::of(state, principal, org.clone(), vec![pool], false).await
 }
 
 /// How many of the workspaces on a pool a refused delete names.

@@ -9,7 +9,9 @@ use super::tokens::AgentToken;
 use crate::api::Resource;
 use crate::state::AppState;
 
-pub fn pool(pool: &AgentPool, org_name: &str, agent_count: usize) -> Resource {
+/// A pool, naming of its workspaces only those `sees` (the caller sees).
+pub fn pool(pool: &AgentPool, org_name: &str, agent_count: usize, sees: impl Fn(&str) -> bool) -> Resource {
+    let named = |ids: &[String]| ids.iter().filter(|id| sees(id)).cloned().collect::<Vec<_>>();
     Resource::new(
         "agent-pools",
         &pool.id,
@@ -22,8 +24,8 @@ pub fn pool(pool: &AgentPool, org_name: &str, agent_count: usize) -> Resource {
     )
     .related_link("agents", format!("/api/v2/agent-pools/{}/agents", pool.id))
     .related_link("authentication-tokens", format!("/api/v2/agent-pools/{}/authentication-tokens", pool.id))
-    .to_many("workspaces", "workspaces", pool.workspaces.iter().cloned())
-    .to_many("allowed-workspaces", "workspaces", pool.allowed_workspaces.iter().cloned())
+    .to_many("workspaces", "workspaces", named(&pool.workspaces))
+    .to_many("allowed-workspaces", "workspaces", named(&pool.allowed_workspaces))
     .to_one("organization", "organizations", org_name)
     .link("self", format!("/api/v2/agent-pools/{}", pool.id))
 }

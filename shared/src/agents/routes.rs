@@ -31,8 +31,9 @@ pub fn router() -> Router<AppState> {
 /// Pools with their agent counts, and the workspaces attached to them when asked (and the caller
 /// sees them all), rendered.
 fn render_pools(shown: &Shown, principal: &Principal) -> (Vec<Resource>, Vec<Resource>) {
-    let Shown { org, pools, workspaces } = shown;
-    let resources = pools.iter().map(|(pool, count)| render::pool(pool, &org.name, *count)).collect();
+    let Shown { org, pools, workspaces, .. } = shown;
+    let resources =
+        pools.iter().map(|(pool, count)| render::pool(pool, &org.name, *count, |id| shown.sees(id))).collect();
     // Included in full only for a caller that sees every workspace of the organization: a team
     // sees a workspace only through its access to it, which this list does not read.
     let may = WorkspacePermissions::org_wide(principal, &org.id);
