@@ -76,6 +76,8 @@ pub struct Config {
     /// The largest upstream response the proxy relays.
     pub public_registry_max_bytes: usize,
     pub max_agent_pools: usize,
+    /// Variables per workspace (each is an item a list reads).
+    pub max_workspace_variables: usize,
     /// Live agents per organization (the free edition has one).
     pub max_agents: usize,
     /// How long an agent may stay silent before it is `unknown`.
@@ -308,6 +310,8 @@ mod range {
     pub const PUBLIC_REGISTRY_TIMEOUT_SECONDS: RangeInclusive<u64> = 1..=900;
     pub const PUBLIC_REGISTRY_MAX_BYTES: RangeInclusive<u64> = 1..=64 * MIB;
     pub const MAX_AGENT_POOLS: RangeInclusive<u64> = 0..=1_000_000;
+    /// A variable list reads them all.
+    pub const MAX_WORKSPACE_VARIABLES: RangeInclusive<u64> = 0..=10_000;
     /// Held by one counter item, so any limit costs the same.
     pub const MAX_AGENTS: RangeInclusive<u64> = 0..=1_000_000;
     /// A week.
@@ -398,6 +402,7 @@ impl Default for Config {
             public_registry_timeout: std::time::Duration::from_secs(10),
             public_registry_max_bytes: 4 * MIB as usize,
             max_agent_pools: 1,
+            max_workspace_variables: 500,
             max_agents: 1,
             agent_ping_timeout: std::time::Duration::from_secs(120),
             // HCP's "Agent Capacity Usage" (developer.hashicorp.com/terraform/cloud-docs/agents/
@@ -518,6 +523,12 @@ impl Config {
                 range::PUBLIC_REGISTRY_MAX_BYTES,
             )?,
             max_agent_pools: number(var, "HANGAR_MAX_AGENT_POOLS", defaults.max_agent_pools, range::MAX_AGENT_POOLS)?,
+            max_workspace_variables: number(
+                var,
+                "HANGAR_MAX_WORKSPACE_VARIABLES",
+                defaults.max_workspace_variables,
+                range::MAX_WORKSPACE_VARIABLES,
+            )?,
             max_agents: number(var, "HANGAR_MAX_AGENTS", defaults.max_agents, range::MAX_AGENTS)?,
             agent_ping_timeout: std::time::Duration::from_secs(number(
                 var,
@@ -620,6 +631,7 @@ mod tests {
             (config.public_registry_timeout.as_secs(), range::PUBLIC_REGISTRY_TIMEOUT_SECONDS),
             (config.public_registry_max_bytes as u64, range::PUBLIC_REGISTRY_MAX_BYTES),
             (config.max_agent_pools as u64, range::MAX_AGENT_POOLS),
+            (config.max_workspace_variables as u64, range::MAX_WORKSPACE_VARIABLES),
             (config.max_agents as u64, range::MAX_AGENTS),
             (config.agent_ping_timeout.as_secs(), range::AGENT_PING_TIMEOUT_SECONDS),
             (config.agent_errored_after.as_secs(), range::AGENT_ERRORED_AFTER_SECONDS),

@@ -1,8 +1,9 @@
 //! Workspace variables over HTTP, as go-tfe and pytfe send them: sensitive values sealed and
 //! never shown again, keys unique per category, and who may see them.
 
+use hangar::config::Config;
 use hangar::store::{keys, ItemStore};
-use hangar_tests::builders::{acme, id, new_workspace};
+use hangar_tests::builders::{acme, acme_with, id, new_workspace};
 use hangar_tests::TestApp;
 use serde_json::{json, Value};
 
@@ -122,8 +123,8 @@ async fn deleting_a_workspace_deletes_its_variables() {
     let org_id = marker.attrs().unwrap()["org_id"].as_str().unwrap().to_owned();
     assert_eq!(
         store.query(keys::workspace_data(&org_id, &ws)).await.unwrap().items.len(),
-        2,
-        "the variable and its key"
+        3,
+        "the variable, its key, and the workspace's count of them"
     );
     assert_eq!(app.delete(&format!("/api/v2/workspaces/{ws}"), &owners).await.status, 204);
     assert!(store.query(keys::workspace_data(&org_id, &ws)).await.unwrap().items.is_empty());
@@ -146,5 +147,28 @@ async fn pytfe_shaped_updates_keep_what_they_leave_out() {
     assert_eq!(
         (attributes["value"].as_str(), attributes["hcl"].as_bool(), attributes["description"].as_str()),
         (Some("eu"), Some(true), Some("d"))
+    );
+}
+
+#[tokio::test]
+async fn a_workspace_holds_at_most_the_configured_number_of_variables() {
+    let (app, owners) = acme_with(Config { max_workspace_variables: 2, ..Config::default() }).await;
+    let ws = new_workspace(&app, &owners, "acme", "network").await;
+    let other = new_workspace(&app, &owners, "acme", "dns").await;
+    let path = format!("/api/v2/workspaces/{ws}/vars");
+    let first = app.post(&path, &owners, var("a", "1", "terraform", false)).await;
+    assert_eq!(first.status, 201);
+    assert_eq!(app.post(&path, &owners, var("b", "2", "env", false)).await.status, 201);
+    let refused = app.post(&path, &owners, var("c", "3", "terraform", false)).await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    assert!(refused.body["errors"][0]["detail"].as_str().unwrap().contains("HANGAR_MAX_WORKSPACE_VARIABLES"));
+    assert_eq!(app.get(&path, &owners).await.body["data"].as_array().map(Vec::len), Some(2), "nothing half-written");
+    let other_path = format!("/api/v2/workspaces/{other}/vars");
+    assert_eq!(app.post(&other_path, &owners, var("c", "3", "terraform", false)).await.status, 201, "per workspace");
+    assert_eq!(app.delete(&format!("{path}/{}", id(&first)), &owners).await.status, 204);
+    assert_eq!(
+        app.post(&path, &owners, var("c", "3", "terraform", false)).await.status,
+        201,
+        "a delete frees its place"
     );
 }

@@ -49,8 +49,8 @@ async fn create(
     Path(id): Path<String>,
     body: JsonApiBody,
 ) -> Result<Document> {
-    let new = changes(&body)?;
-    let variable = variables::create(state.store.as_ref(), state.sealer.as_ref(), &principal, &id, new).await?;
+    let (new, max) = (changes(&body)?, state.config.max_workspace_variables);
+    let variable = variables::create(state.store.as_ref(), state.sealer.as_ref(), &principal, &id, new, max).await?;
     Ok(Document::one(render::variable(&variable)).created())
 }
 

@@ -12,7 +12,9 @@ use crate::api::Field;
 use crate::auth::Principal;
 use crate::ids::{new_id, Kind};
 use crate::seal::{SealContext, Sealer};
-use crate::store::{keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Transaction, Write};
+use crate::store::{
+    keys, pointer, query_all_as, retry_on_race, Condition, Item, ItemStore, Key, Transaction, UpdateOp, Write,
+};
 
 /// The longest key, description and value a variable takes; a sensitive value is sealed by KMS
 /// in AWS, which seals at most 4 KiB.
@@ -199,6 +201,7 @@ pub async fn create(
     principal: &Principal,
     workspace_id: &str,
     new: VariableChanges,
+    max: usize,
 ) -> Result<Variable> {
     let workspace = writable(store, principal, workspace_id).await?;
     let key = new.key.clone().ok_or_else(|| AccountsError::invalid(Field::Attribute("key"), "is required"))?;
@@ -225,12 +228,32 @@ pub async fn create(
     // The workspace is still there: a deletion that raced this one purges what it finds after.
     let present = transaction
         .add(Write::Check { key: workspace.key(), condition: Condition::equals("id", workspace.id.as_str()) });
+    let below_limit = transaction.add(count_change(&workspace, 1, Some(max)));
     match transaction.commit(store).await {
         Err(e) if e.failed_on(claim) => Err(AccountsError::taken(Field::Attribute("key"))),
+        Err(e) if e.failed_on(below_limit) => Err(AccountsError::invalid(
+            Field::Attribute("key"),
+            format!(
+                "workspace {} already has {max} variable(s), the most it may have (HANGAR_MAX_WORKSPACE_VARIABLES)",
+                workspace.name
+            ),
+        )),
         Err(e) if e.failed_on(present) => Err(AccountsError::Conflict("The workspace is changing; retry.".into())),
         other => other.map(|()| variable).map_err(AccountsError::from),
     }
 }
+
+/// Counts a variable in or out of the workspace's, refusing past `max` when one is given.
+fn count_change(workspace: &Workspace, by: i64, max: Option<usize>) -> Write {
+    let condition = match max {
+        Some(max) => Condition::Below(COUNT.into(), i64::try_from(max).unwrap_or(i64::MAX)),
+        None => Condition::Always,
+    };
+    let key = keys::variable_count(&workspace.org_id, &workspace.id);
+    Write::Update { key, ops: vec![UpdateOp::Add(COUNT.into(), by)], condition }
+}
+
+const COUNT: &str = "count";
 
 /// The workspace's variables, by key.
 pub async fn list(store: &dyn ItemStore, principal: &Principal, workspace_id: &str) -> Result<Vec<Variable>> {
@@ -287,6 +310,7 @@ pub async fn delete(store: &dyn ItemStore, principal: &Principal, workspace_id: 
     transaction.add(Write::Delete { key: variable.key(), condition: Condition::equals("revision", variable.revision) });
     transaction.add(pointer::remove(&variable.id));
     transaction.add(Write::Delete { key: variable.claim(), condition: Condition::Always });
+    transaction.add(count_change(&workspace, -1, None));
     match transaction.commit(store).await {
         Err(e) if e.is_condition_failed() => Err(AccountsError::Conflict("The variable is changing; retry.".into())),
         other => other.map_err(AccountsError::from),

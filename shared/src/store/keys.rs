@@ -113,6 +113,11 @@ pub fn variable(org_id: &str, workspace_id: &str, variable_id: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VAR#{variable_id}"))
 }
 
+/// How many variables a workspace has (`count`), bounding them.
+pub fn variable_count(org_id: &str, workspace_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VARCOUNT"))
+}
+
 /// A workspace's variables.
 pub fn variables(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#VAR#"))
