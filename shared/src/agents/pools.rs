@@ -97,7 +97,7 @@ pub async fn show(state: &AppState, principal: &Principal, id: &str, include: bo
     let pool: AgentPool = found.remove(0).ok_or(AgentsError::NotFound)?.parse()?;
     let counts = live_index::counts(store, &state.config, std::slice::from_ref(&pool), &[index], Utc::now()).await?;
     let workspaces = if include { attached_workspaces(store, std::slice::from_ref(&pool)).await? } else { Vec::new() };
-    let visible = workspaces::visible_ids(store, principal, &org.id).await?;
+    let visible = visible(store, principal, &org.id, std::slice::from_ref(&pool)).await?;
     Ok(Shown { org, pools: vec![(pool, counts[0])], workspaces, visible })
 }
 
@@ -131,7 +131,7 @@ impl Shown {
         let store = state.store.as_ref();
         let counts = agent_counts(state, &pools).await?;
         let workspaces = if include { attached_workspaces(store, &pools).await? } else { Vec::new() };
-        let visible = workspaces::visible_ids(store, principal, &org.id).await?;
+        let visible = visible(store, principal, &org.id, &pools).await?;
         Ok(Shown { org, pools: pools.into_iter().zip(counts).collect(), workspaces, visible })
     }
 
@@ -139,6 +139,19 @@ impl Shown {
     pub fn sees(&self, id: &str) -> bool {
         self.visible.as_ref().is_none_or(|visible| visible.contains(id))
     }
+}
+
+/// The workspaces the caller sees, read only where one of the pools names any.
+async fn visible(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_id: &str,
+    pools: &[AgentPool],
+) -> Result<Option<HashSet<String>>> {
+    if pools.iter().all(|pool| pool.workspaces.is_empty() && pool.allowed_workspaces.is_empty()) {
+        return Ok(None);
+    }
+    Ok(workspaces::visible_ids(store, principal, org_id).await?)
 }
 
 /// The workspaces attached to the pools (one read each, by id; one deleted meanwhile is left out).
