@@ -424,8 +424,6 @@ async fn a_version_made_without_its_state_waits_for_it_on_its_upload_links_then_
     assert_eq!(shown.body["data"]["attributes"]["hosted-state-upload-url"], Value::Null, "links only to their writer");
     assert_eq!(app.get(&format!("/api/v2/state-versions/{}/outputs", id(&pending)), &owners).await.status, 200);
 
-    let json_state = br#"{"format_version": "1.0", "values": {}}"#;
-    assert_eq!(app.upload(&json_link, json_state.to_vec()).await, 200);
     assert_eq!(app.upload(&state_link, first.clone()).await, 200);
     let finalized = settled(&app, &owners, &id(&pending)).await;
     assert_eq!(attribute(&finalized, "status"), "finalized", "{:?}", finalized.body);
@@ -433,14 +431,21 @@ async fn a_version_made_without_its_state_waits_for_it_on_its_upload_links_then_
     let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
     assert_eq!(id(&current), id(&pending));
     assert_eq!(download(&app, &download_url(&current)).await, (200, first.clone()));
+    let json_url = |reply: &Reply| reply.body["data"]["attributes"]["hosted-json-state-download-url"].clone();
+    assert_eq!(json_url(&current), Value::Null, "no JSON form yet");
+
+    // The JSON form may land after the state: the version names it then.
+    let json_state = br#"{"format_version": "1.0", "values": {}}"#;
+    assert_eq!(app.upload(&json_link, json_state.to_vec()).await, 200);
+    let mut named = Value::Null;
     for _ in 0..200 {
-        let (status, body) = download(&app, &attribute(&current, "hosted-json-state-download-url")).await;
-        if status == 200 {
-            assert_eq!(body, json_state.to_vec());
+        named = json_url(&app.get(&format!("/api/v2/state-versions/{}", id(&pending)), &owners).await);
+        if !named.is_null() {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    assert_eq!(download(&app, named.as_str().expect("a JSON link")).await, (200, json_state.to_vec()));
     let outputs = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version-outputs"), &owners).await;
     assert_eq!(outputs.body["data"][0]["attributes"]["value"], "hello");
     let listed = app.get(&path, &owners).await;
@@ -481,6 +486,8 @@ async fn an_upload_that_is_not_the_declared_state_is_refused_and_the_version_wai
         (Some(3), "lin".into())
     );
     assert_eq!(download(&app, &download_url(&finalized)).await, (200, state), "only the declared state is kept");
+    let json = &finalized.body["data"]["attributes"]["hosted-json-state-download-url"];
+    assert_eq!(json, &Value::Null, "no JSON form was sent");
     assert_eq!(
         std::fs::read_dir(app.data_dir.path().join("uploads")).map(|d| d.count()).unwrap_or(0),
         0,
@@ -520,18 +527,25 @@ async fn on_dynamodb_and_s3_a_state_uploaded_to_its_presigned_link_becomes_curre
     assert_eq!(pending.status, 201, "{:?}", pending.body);
     let link = attribute(&pending, "hosted-state-upload-url");
     assert!(link.contains("X-Amz-Signature"), "a pre-signed S3 link: {link}");
+    let json_link = attribute(&pending, "hosted-json-state-upload-url");
+    let json_state = br#"{"format_version": "1.0"}"#.to_vec();
+    assert_eq!(app.upload(&json_link, json_state.clone()).await, 200);
     assert_eq!(app.upload(&link, state.clone()).await, 200);
 
-    // The bucket's ObjectCreated event, as the registry-ingest function receives it.
-    let key = link.split('?').next().unwrap().split(&format!("/{}/", app.config.bucket)).nth(1).unwrap().to_owned();
-    let sample = include_str!("../../events/registry-ingest.01-object-created.json");
-    let mut event: Value = serde_json::from_str(sample).unwrap();
-    event["Records"][0]["s3"]["object"]["key"] = json!(key);
-    event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
-    let event = serde_json::from_value(event).unwrap();
-    let summary = hangar::jobs::ingest(&app.second_state().await, event).await.unwrap();
-    assert_eq!(summary.ingested.len(), 1, "{summary:?}");
+    // The bucket's ObjectCreated events, as the registry-ingest function receives them: the JSON
+    // form's first, then the state's.
+    let worker = app.second_state().await;
+    for link in [&json_link, &link] {
+        let key = link.split('?').next().unwrap().split(&format!("/{}/", app.config.bucket)).nth(1).unwrap();
+        let sample = include_str!("../../events/registry-ingest.01-object-created.json");
+        let mut event: Value = serde_json::from_str(sample).unwrap();
+        event["Records"][0]["s3"]["object"]["key"] = json!(key);
+        event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
+        let summary = hangar::jobs::ingest(&worker, serde_json::from_value(event).unwrap()).await.unwrap();
+        assert_eq!(summary.ingested.len(), 1, "{summary:?}");
+    }
     let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
     assert_eq!(id(&current), id(&pending));
     assert_eq!(download(&app, &download_url(&current)).await, (200, state));
+    assert_eq!(download(&app, &attribute(&current, "hosted-json-state-download-url")).await, (200, json_state));
 }

@@ -73,7 +73,7 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Optio
             Err(e) => return Err(e.into()),
             Ok(body) => match awaited.form {
                 Form::State => state_arrived(state, object, version, body).await?,
-                Form::Json => json_arrived(state, object, version, body).await?,
+                Form::Json => json_arrived(state, object, &awaited, version, body).await?,
             },
         },
     };
@@ -143,6 +143,7 @@ fn refuse(version: &StateVersion, reason: String) -> Arrival {
 async fn json_arrived(
     state: &AppState,
     object: &ObjectId,
+    awaited: &AwaitedUpload,
     version: StateVersion,
     body: bytes::Bytes,
 ) -> Result<Arrival> {
@@ -150,8 +151,19 @@ async fn json_arrived(
     if serde_json::from_slice::<serde::de::IgnoredAny>(&body).is_err() {
         return Ok(refuse(&version, "the JSON state is not JSON".into()));
     }
-    let sealed = version.json_object.as_deref().and_then(ObjectId::parse).ok_or(StateError::NotFound)?;
+    let sealed = ObjectId::parse(&awaited.sealed).ok_or(StateError::NotFound)?;
     state.blobs.put_sealed(&sealed, body).await?;
+    // From here a finalize names the JSON form itself (it checks this key is still there).
     store.delete(&keys::pending_state_upload(object.as_str()), Condition::Always).await?;
+    // A version finalized before, without it, names it now; finalized versions change no other way.
+    let finalized: Option<StateVersion> = pointer::resolve(store, &version.id).await?;
+    if let Some(finalized) = finalized.filter(|v| v.status == Status::Finalized && v.json_object.is_none()) {
+        let named = StateVersion { json_object: Some(awaited.sealed.clone()), ..finalized };
+        let still = Condition::equals("status", Status::Finalized.as_str());
+        match store.put(named.to_item()?, still).await {
+            Err(e) if e.is_condition_failed() => {}
+            other => other?,
+        }
+    }
     Ok(Arrival::JsonStored { version_id: version.id })
 }

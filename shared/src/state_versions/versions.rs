@@ -178,8 +178,11 @@ async fn create_pending(
     // Kept past the links' lifetime, so that a late event for an upload made in time still finds
     // its version.
     let expires = chrono::Utc::now().timestamp() + lifetime.as_secs() as i64 + 24 * 3600;
-    for (upload, form) in [(&uploads.state, Form::State), (&uploads.json, Form::Json)] {
-        let awaited = AwaitedUpload { version_id: version.id.clone(), form };
+    let json_object = version.json_object.clone().unwrap_or_default();
+    for (upload, form, sealed) in
+        [(&uploads.state, Form::State, &version.object), (&uploads.json, Form::Json, &json_object)]
+    {
+        let awaited = AwaitedUpload { version_id: version.id.clone(), form, sealed: sealed.clone() };
         let item = Item::from_value(keys::pending_state_upload(upload), &awaited)?.with_ttl(expires);
         transaction.add(Write::Put { item, condition: Condition::NotExists });
     }
@@ -197,6 +200,8 @@ async fn create_pending(
 pub(super) struct AwaitedUpload {
     pub version_id: String,
     pub form: Form,
+    /// The sealed object the body goes to once checked.
+    pub sealed: String,
 }
 
 /// Checks a state against what its writer declared (the MD5 of its bytes, the serial and the
@@ -243,7 +248,19 @@ pub(super) async fn record(
                 Writer::Upload { .. } => None,
             };
             check_write(&workspace, holder, version.serial, Some(&version.lineage), version.force)?;
-            let version = StateVersion { sequence: workspace.state_versions + 1, ..version.clone() };
+            let mut version = StateVersion { sequence: workspace.state_versions + 1, ..version.clone() };
+            // A JSON form still awaited is not named yet: its arrival names it, after this commits
+            // (which it checks for), or before, and this attempt then fails and reads again.
+            let json_awaited = match writer {
+                Writer::Upload { pending: StateVersion { uploads: Some(uploads), .. } } => {
+                    let key = keys::pending_state_upload(&uploads.json);
+                    store.get(&key).await?.is_some().then_some(key)
+                }
+                _ => None,
+            };
+            if json_awaited.is_some() {
+                version.json_object = None;
+            }
             let current =
                 CurrentState { id: version.id.clone(), serial: version.serial, lineage: version.lineage.clone() };
             let (_, advance) = workspaces::advance_state(&workspace, current, version.resource_count)?;
@@ -262,6 +279,7 @@ pub(super) async fn record(
                         key: keys::pending_state_upload(&u.state),
                         condition: Condition::Always,
                     }));
+                    transaction.extend(json_awaited.map(|key| Write::Check { key, condition: Condition::Exists }));
                 }
             }
             transaction.add(advance);
