@@ -387,19 +387,6 @@ async fn settled(app: &TestApp, token: &str, id: &str) -> Reply {
     panic!("{id} is still pending");
 }
 
-/// PUTs `body` on `link` until the link takes it: a link whose last upload was refused is
-/// released off the request, when the refusal is settled.
-async fn upload_once_free(app: &TestApp, link: &str, body: &[u8]) {
-    for _ in 0..200 {
-        match app.upload(link, body.to_vec()).await.as_u16() {
-            200 => return,
-            409 => tokio::time::sleep(Duration::from_millis(50)).await,
-            other => panic!("the upload answered {other}"),
-        }
-    }
-    panic!("the link never took the upload");
-}
-
 #[tokio::test]
 async fn a_version_made_without_its_state_waits_for_it_on_its_upload_links_then_is_current() {
     let (app, owners) = acme().await;
@@ -469,16 +456,16 @@ async fn an_upload_that_is_not_the_declared_state_is_refused_and_the_version_wai
     assert_eq!(pending.status, 201, "{:?}", pending.body);
     let link = attribute(&pending, "hosted-state-upload-url");
 
-    // Each refused in turn, off the request: another MD5, another serial, not a state, too large.
+    // Each refused in turn: another MD5, another serial, not a state, too large.
     let wrong = [
         terraform_state(3, "lin", &[("extra", json!("x"), false)]),
         b"{\"version\": 4, \"serial\": 3}".to_vec(),
         vec![b' '; 8192],
     ];
     for body in wrong {
-        upload_once_free(&app, &link, &body).await;
+        assert_eq!(app.upload(&link, body).await.as_u16(), 422, "its writer learns the state was refused");
     }
-    upload_once_free(&app, &link, &state).await;
+    assert_eq!(app.upload(&link, state.clone()).await, 200, "and the link takes the declared state after");
     let finalized = settled(&app, &owners, &id(&pending)).await;
     assert_eq!(attribute(&finalized, "status"), "finalized");
     assert_eq!(
@@ -496,23 +483,36 @@ async fn an_upload_that_is_not_the_declared_state_is_refused_and_the_version_wai
 }
 
 #[tokio::test]
-async fn a_pending_version_overtaken_by_another_state_is_discarded() {
+async fn a_pending_version_is_superseded_by_a_newer_write_and_by_a_lock_taken_before_it_landed() {
     let (app, owners) = acme().await;
     let ws = new_workspace(&app, &owners, "acme", "network").await;
+    let path = format!("/api/v2/workspaces/{ws}/state-versions");
     lock(&app, &owners, &ws).await;
+    // A version whose state never came is superseded by the next write.
     let late = terraform_state(2, "lin", &[]);
-    let pending = app
-        .post(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners, pending_body(&late, 2, Some("lin")))
-        .await;
+    let pending = app.post(&path, &owners, pending_body(&late, 2, Some("lin"))).await;
     assert_eq!(pending.status, 201, "{:?}", pending.body);
     assert_eq!(write_state(&app, &owners, &ws, &terraform_state(3, "lin", &[]), 3).await.status, 201);
-    assert_eq!(app.upload(&attribute(&pending, "hosted-state-upload-url"), late).await, 200);
-    let discarded = settled(&app, &owners, &id(&pending)).await;
+    let discarded = app.get(&format!("/api/v2/state-versions/{}", id(&pending)), &owners).await;
     assert_eq!(attribute(&discarded, "status"), "discarded", "{:?}", discarded.body);
-    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
-    assert_eq!(current.body["data"]["attributes"]["serial"], 3, "the newer state stays current");
-    let listed = app.get(&format!("/api/v2/workspaces/{ws}/state-versions"), &owners).await;
-    assert_eq!(listed.body["meta"]["pagination"]["total-count"], 1);
+    assert_eq!(discarded.body["data"]["attributes"]["hosted-state-download-url"], Value::Null);
+    assert_eq!(app.upload(&attribute(&pending, "hosted-state-upload-url"), late).await.as_u16(), 409);
+
+    // A link used after its writer let the lock go and another writer took it changes nothing.
+    let state = terraform_state(4, "lin", &[]);
+    let pending = app.post(&path, &owners, pending_body(&state, 4, Some("lin"))).await;
+    assert_eq!(app.post(&format!("/api/v2/workspaces/{ws}/actions/unlock"), &owners, json!({})).await.status, 200);
+    let (writers_id, writers) = app.team_with_token("acme", "writers", json!({})).await;
+    grant(&app, &owners, &writers_id, &ws, json!({"access": "write"})).await;
+    lock(&app, &writers, &ws).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // the lock and the upload a second apart
+    let answer = app.upload(&attribute(&pending, "hosted-state-upload-url"), state).await;
+    assert_eq!(answer.as_u16(), 409, "the late writer learns its state was not kept");
+    let version = app.get(&format!("/api/v2/state-versions/{}", id(&pending)), &owners).await;
+    assert_eq!(attribute(&version, "status"), "discarded");
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &writers).await;
+    assert_eq!(current.body["data"]["attributes"]["serial"], 3, "the lock's holder reads what it locked");
+    assert_eq!(std::fs::read_dir(app.data_dir.path().join("sealed")).unwrap().count(), 1, "only serial 3 is kept");
 }
 
 #[tokio::test]
@@ -548,4 +548,29 @@ async fn on_dynamodb_and_s3_a_state_uploaded_to_its_presigned_link_becomes_curre
     assert_eq!(id(&current), id(&pending));
     assert_eq!(download(&app, &download_url(&current)).await, (200, state));
     assert_eq!(download(&app, &attribute(&current, "hosted-json-state-download-url")).await, (200, json_state));
+
+    // A state that landed while its event is still on its way: the next holder of the lock reads
+    // it all the same, settled by the read.
+    let path = format!("/api/v2/workspaces/{ws}/state-versions");
+    let second = terraform_state(2, "lin", &[]);
+    let pending = app.post(&path, &owners, pending_body(&second, 2, None)).await;
+    assert_eq!(app.upload(&attribute(&pending, "hosted-state-upload-url"), second).await, 200);
+    assert_eq!(app.post(&format!("/api/v2/workspaces/{ws}/actions/unlock"), &owners, json!({})).await.status, 200);
+    let (writers_id, writers) = app.team_with_token("acme", "writers", json!({})).await;
+    grant(&app, &owners, &writers_id, &ws, json!({"access": "write"})).await;
+    lock(&app, &writers, &ws).await;
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &writers).await;
+    assert_eq!(id(&current), id(&pending), "{:?}", current.body);
+
+    // A link used after its writer let the lock go and another took it: the state is not kept.
+    let third = terraform_state(3, "lin", &[]);
+    let pending = app.post(&path, &writers, pending_body(&third, 3, None)).await;
+    assert_eq!(app.post(&format!("/api/v2/workspaces/{ws}/actions/unlock"), &writers, json!({})).await.status, 200);
+    lock(&app, &owners, &ws).await;
+    tokio::time::sleep(Duration::from_millis(2100)).await; // S3 keeps seconds
+    assert_eq!(app.upload(&attribute(&pending, "hosted-state-upload-url"), third).await, 200);
+    let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(current.body["data"]["attributes"]["serial"], 2);
+    let discarded = app.get(&format!("/api/v2/state-versions/{}", id(&pending)), &owners).await;
+    assert_eq!(attribute(&discarded, "status"), "discarded");
 }

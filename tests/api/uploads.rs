@@ -80,8 +80,11 @@ impl BlobStore for SwappedAfterFirstRead {
     async fn delete(&self, id: &ObjectId) -> Result<(), BlobError> {
         self.inner.delete(id).await
     }
-    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError> {
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<hangar::blobs::ReadUpload, BlobError> {
         self.inner.read_upload(id, limit).await
+    }
+    async fn remove_read_upload(&self, id: &ObjectId, read: &hangar::blobs::ReadUpload) -> Result<(), BlobError> {
+        self.inner.remove_read_upload(id, read).await
     }
     async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {
         let copied = self.inner.copy_upload(from, to).await;

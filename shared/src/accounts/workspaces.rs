@@ -58,6 +58,10 @@ pub struct Workspace {
     /// How many state versions it has had: the next one's place in its sequence.
     #[serde(default)]
     pub state_versions: u64,
+    /// The state version waiting for its state on an upload link, if one is: at most one, the
+    /// newest; a state write supersedes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_state: Option<String>,
     #[serde(default, flatten)]
     pub settings: Settings,
 }
@@ -195,11 +199,25 @@ pub fn allow_pool(workspace: &Workspace, pool_id: &str) -> Result<Write> {
 /// reads again.
 pub fn advance_state(workspace: &Workspace, current: CurrentState, resource_count: u64) -> Result<(Workspace, Write)> {
     let mut next = workspace.next();
+    // The version waiting for its state, if it is not this one, is superseded.
+    next.pending_state = None;
     next.current_state = Some(current);
     next.resource_count = resource_count;
     next.state_versions += 1;
     let write = Write::Put { item: next.to_item()?, condition: workspace.unchanged() };
     Ok((next, write))
+}
+
+/// The write that records `pending` as the version the workspace waits for (or none), on the
+/// workspace as read.
+pub fn await_state(workspace: &Workspace, pending: Option<String>) -> Result<Write> {
+    let next = Workspace { pending_state: pending, ..workspace.next() };
+    Ok(Write::Put { item: next.to_item()?, condition: workspace.unchanged() })
+}
+
+/// When the lock was taken (Unix seconds), if it says.
+pub fn locked_at(lock: &Lock) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(&lock.at).ok().map(|at| at.timestamp())
 }
 
 /// How a request sets a workspace's execution: a mode and, for `agent`, a pool.
@@ -311,6 +329,7 @@ pub async fn create(
         locked_by: None,
         current_state: None,
         state_versions: 0,
+        pending_state: None,
         settings,
     };
     // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.

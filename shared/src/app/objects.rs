@@ -14,11 +14,12 @@ use axum::routing::{get, put};
 use axum::Router;
 
 use crate::api::ApiError;
-use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UPLOAD_CONTENT_TYPE};
+use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UploadRefused, UPLOAD_CONTENT_TYPE};
 use crate::errors::Kind;
 use crate::links::Signed;
 use crate::registry::versions::UPLOAD_LINK_VALIDITY;
 use crate::state::AppState;
+use crate::state_versions::uploads::Arrival;
 use crate::store::upload_claims;
 
 /// `PUT /upload/{id}` and `GET /object/{id}` for signed links, accepting every validly signed
@@ -51,7 +52,9 @@ impl UploadHooks for AcceptAll {
 
     async fn abandoned(&self, _: &ObjectId) {}
 
-    async fn uploaded(&self, _: &ObjectId) {}
+    async fn uploaded(&self, _: &ObjectId) -> Result<(), UploadRefused> {
+        Ok(())
+    }
 }
 
 /// dev-server's local links settle their uploads as S3's event does in AWS: the state version or
@@ -82,13 +85,31 @@ impl UploadHooks for SettleUploads {
         }
     }
 
-    async fn uploaded(&self, id: &ObjectId) {
-        let (state, id) = (self.0.clone(), id.clone());
+    async fn uploaded(&self, id: &ObjectId) -> Result<(), UploadRefused> {
+        let state = &self.0;
+        // A state is settled before the answer: its writer learns of a refusal, and reads the
+        // state it wrote at once.
+        let arrival = crate::state_versions::uploads::object_created(state, id).await;
+        match arrival {
+            Ok(None) => {}
+            Ok(Some(Arrival::Refused { reason, .. })) => return Err(UploadRefused::Invalid(reason)),
+            Ok(Some(Arrival::Discarded { reason, .. })) => return Err(UploadRefused::Superseded(reason)),
+            Ok(Some(_)) => return Ok(()),
+            Err(e) => {
+                tracing::error!(object = %id, error = %e, "settling a state upload failed");
+                // The link may take it again.
+                let _ = state.blobs.delete(id).await;
+                let _ = upload_claims::release(state.store.as_ref(), id.as_str()).await;
+                return Err(UploadRefused::Failed(e.to_string()));
+            }
+        }
+        let (state, id) = (state.clone(), id.clone());
         tokio::spawn(async move {
             if let Err(e) = crate::jobs::object_created(&state, &id).await {
                 tracing::error!(object = %id, error = %e, "settling a local upload failed");
             }
         });
+        Ok(())
     }
 }
 
@@ -125,8 +146,12 @@ async fn upload(
         hooks.abandoned(&id).await;
         return Err(blob_error(e));
     }
-    hooks.uploaded(&id).await;
-    Ok(StatusCode::OK)
+    match hooks.uploaded(&id).await {
+        Ok(()) => Ok(StatusCode::OK),
+        Err(UploadRefused::Invalid(reason)) => Err(ApiError::new(Kind::Invalid, "invalid upload", reason)),
+        Err(UploadRefused::Superseded(reason)) => Err(ApiError::conflict(format!("The state was not kept: {reason}"))),
+        Err(UploadRefused::Failed(reason)) => Err(ApiError::internal(reason)),
+    }
 }
 
 fn blob_error(e: BlobError) -> ApiError {

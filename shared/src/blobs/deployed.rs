@@ -83,7 +83,11 @@ impl BlobStore for NoBlobs {
         Err(unavailable())
     }
 
-    async fn read_upload(&self, _: &ObjectId, _: u64) -> Result<bytes::Bytes, BlobError> {
+    async fn read_upload(&self, _: &ObjectId, _: u64) -> Result<super::ReadUpload, BlobError> {
+        Err(unavailable())
+    }
+
+    async fn remove_read_upload(&self, _: &ObjectId, _: &super::ReadUpload) -> Result<(), BlobError> {
         Err(unavailable())
     }
 

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
 
-use super::{BlobError, BlobReader, BlobStore, ObjectId};
+use super::{BlobError, BlobReader, BlobStore, ObjectId, ReadUpload};
 use crate::links::{LinkSigner, Signed};
 use crate::seal::{LocalSealer, SealContext};
 
@@ -183,17 +183,29 @@ impl BlobStore for LocalBlobs {
         }
     }
 
-    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError> {
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<ReadUpload, BlobError> {
         // Uploads are only ever linked into place whole, never written in place: the size read
         // is the size of what is read.
-        if self.upload_size(id).await? > limit {
+        let metadata = match tokio::fs::metadata(self.upload_path(id)).await {
+            Ok(metadata) => metadata,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlobError::NotFound),
+            Err(e) => return Err(BlobError::backend(e)),
+        };
+        if metadata.len() > limit {
             return Err(BlobError::TooLarge { limit });
         }
+        let stored_at = metadata.modified().map_err(BlobError::backend)?;
+        let stored_at = stored_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         match tokio::fs::read(self.upload_path(id)).await {
-            Ok(body) => Ok(body.into()),
+            Ok(body) => Ok(ReadUpload { body: body.into(), stored_at, version: None }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
             Err(e) => Err(BlobError::backend(e)),
         }
+    }
+
+    async fn remove_read_upload(&self, id: &ObjectId, _: &ReadUpload) -> Result<(), BlobError> {
+        // A link takes one upload at a time here (a file is never replaced while it is there).
+        self.delete(id).await
     }
 
     async fn unannounced_uploads(&self) -> Result<Vec<ObjectId>, BlobError> {

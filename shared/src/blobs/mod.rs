@@ -152,7 +152,12 @@ pub trait BlobStore: Send + Sync + 'static {
 
     /// The upload `id`, read whole if it holds at most `limit` bytes ([`BlobError::TooLarge`]
     /// otherwise, read no further): for uploads bounded by what takes them (a state).
-    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError>;
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<ReadUpload, BlobError>;
+
+    /// Removes the upload as [`BlobStore::read_upload`] read it, and only that: in a versioned
+    /// bucket the very version (no copy kept behind a delete marker), leaving a later upload to
+    /// the same link in place.
+    async fn remove_read_upload(&self, id: &ObjectId, read: &ReadUpload) -> Result<(), BlobError>;
 
     /// Copies the upload `from` to the archive `to` inside the store (no bytes through the
     /// caller), replacing `to`. A later change of the upload leaves the copy alone.
@@ -195,6 +200,16 @@ pub trait BlobStore: Send + Sync + 'static {
 
 pub type Blobs = Arc<dyn BlobStore>;
 
+/// An upload read whole.
+#[derive(Debug, Clone)]
+pub struct ReadUpload {
+    pub body: bytes::Bytes,
+    /// When it was stored (Unix seconds).
+    pub stored_at: i64,
+    /// The bucket's version of it, where the bucket keeps versions.
+    pub version: Option<String>,
+}
+
 /// What dev-server's local upload links consult around an upload, standing in for S3's
 /// ObjectCreated notification.
 #[async_trait]
@@ -207,7 +222,23 @@ pub trait UploadHooks: Send + Sync + 'static {
     /// An accepted upload did not arrive whole: the object may take another upload.
     async fn abandoned(&self, id: &ObjectId);
 
-    /// The upload is stored. Called before the PUT is answered, so it must return at once:
-    /// what it starts (ingest) runs after, off the request, as S3's event does in AWS.
-    async fn uploaded(&self, id: &ObjectId);
+    /// The upload is stored. Called before the PUT is answered, so it must not hold it long:
+    /// what takes a while (a module's ingest) runs after, off the request, as S3's event does in
+    /// AWS; what is checked in a moment (a state, bounded) may be settled before the answer, so
+    /// that a refusal reaches the client that sent it.
+    async fn uploaded(&self, id: &ObjectId) -> Result<(), UploadRefused>;
+}
+
+/// Why a stored upload was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum UploadRefused {
+    /// Not what its link was made for (the detail says how).
+    #[error("{0}")]
+    Invalid(String),
+    /// Taken too late: what it was for was settled otherwise meanwhile.
+    #[error("{0}")]
+    Superseded(String),
+    /// Taking it failed; the link may take it again.
+    #[error("{0}")]
+    Failed(String),
 }

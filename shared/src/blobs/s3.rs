@@ -13,7 +13,7 @@ use aws_sdk_s3::Client;
 
 use crate::lazy::LazyClient;
 
-use super::{BlobError, BlobReader, BlobStore, ObjectId};
+use super::{BlobError, BlobReader, BlobStore, ObjectId, ReadUpload};
 
 /// The object store on an S3 bucket.
 #[derive(Clone)]
@@ -90,7 +90,7 @@ impl BlobStore for S3Blobs {
         }
     }
 
-    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<bytes::Bytes, BlobError> {
+    async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<ReadUpload, BlobError> {
         let object = match self.client.get_object().bucket(&self.bucket).key(id.upload_key()).send().await {
             Ok(object) => object,
             Err(e) if e.as_service_error().is_some_and(GetObjectError::is_no_such_key) => {
@@ -102,7 +102,17 @@ impl BlobStore for S3Blobs {
         if object.content_length().unwrap_or(0).max(0) as u64 > limit {
             return Err(BlobError::TooLarge { limit });
         }
-        Ok(object.body.collect().await.map_err(BlobError::backend)?.into_bytes())
+        let stored_at = object.last_modified().map_or(0, |at| at.secs());
+        let version = object.version_id().filter(|v| *v != "null").map(str::to_owned);
+        let body = object.body.collect().await.map_err(BlobError::backend)?.into_bytes();
+        Ok(ReadUpload { body, stored_at, version })
+    }
+
+    async fn remove_read_upload(&self, id: &ObjectId, read: &ReadUpload) -> Result<(), BlobError> {
+        let request = self.client.delete_object().bucket(&self.bucket).key(id.upload_key());
+        // The version read, removed for good: a plain delete would keep it behind a marker.
+        request.set_version_id(read.version.clone()).send().await.map_err(backend)?;
+        Ok(())
     }
 
     async fn copy_upload(&self, from: &ObjectId, to: &ObjectId) -> Result<(), BlobError> {

@@ -138,7 +138,7 @@ async fn show_current(
     params: QueryParams,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let found = versions::current(state.store.as_ref(), &principal, WorkspaceAt::Id(&id)).await?;
+    let found = versions::current(&state, &principal, WorkspaceAt::Id(&id)).await?;
     shown(&state, &base, &params, found).await
 }
 
@@ -198,7 +198,7 @@ async fn current_outputs(
     listing: Listing,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    let (version, _) = versions::current(state.store.as_ref(), &principal, WorkspaceAt::Id(&id)).await?;
+    let (version, _) = versions::current(&state, &principal, WorkspaceAt::Id(&id)).await?;
     outputs_page(&state, &listing, &version).await
 }
 

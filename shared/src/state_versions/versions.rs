@@ -82,6 +82,12 @@ pub async fn create(
         let detail = format!("must be 1 to {} bytes", parse::MAX_LABEL);
         return Err(StateError::invalid(Field::Attribute("lineage"), detail));
     }
+    if new.state.is_none() && new.json_state.is_some() {
+        let detail = "is sent on its upload link when `state` is: not inline without it";
+        return Err(StateError::invalid(Field::Attribute("json-state"), detail));
+    }
+    // What an earlier writer uploaded is settled first, so this write is checked against it.
+    let workspace = super::uploads::settle_pending(state, workspace, true).await?;
     check_write(&workspace, Some(principal), declared.serial, declared.lineage.as_deref(), new.force)?;
     let Some(body) = new.state.clone() else {
         let (version, upload_links) = create_pending(state, principal, &workspace, &new).await?;
@@ -172,6 +178,12 @@ async fn create_pending(
         uploads: Some(uploads.clone()),
         ..described(workspace, principal, &new.declared, new.force)
     };
+    // The links first: a store that cannot make them leaves nothing behind.
+    let link = |id: &str| {
+        let id = ObjectId::parse(id).expect("generated ids parse");
+        async move { state.blobs.upload_url(&id, lifetime).await }
+    };
+    let links = (link(&uploads.state).await?, link(&uploads.json).await?);
     let mut transaction = Transaction::new();
     transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
     transaction.add(pointer::create(&version.id, &version.key())?);
@@ -186,13 +198,12 @@ async fn create_pending(
         let item = Item::from_value(keys::pending_state_upload(upload), &awaited)?.with_ttl(expires);
         transaction.add(Write::Put { item, condition: Condition::NotExists });
     }
-    transaction.commit(state.store.as_ref()).await?;
-    let link = |id: &str| {
-        let id = ObjectId::parse(id).expect("generated ids parse");
-        async move { state.blobs.upload_url(&id, lifetime).await }
-    };
-    let links = (link(&uploads.state).await?, link(&uploads.json).await?);
-    Ok((version, links))
+    // The workspace waits for it, as read: a write that won meanwhile makes this one try again.
+    let unchanged = transaction.add(workspaces::await_state(workspace, Some(version.id.clone()))?);
+    match transaction.commit(state.store.as_ref()).await {
+        Err(e) if e.failed_on(unchanged) => Err(busy()),
+        other => other.map(|()| (version, links)).map_err(StateError::from),
+    }
 }
 
 /// What an upload link of a pending version leads to.
@@ -226,7 +237,11 @@ pub(super) fn verify(body: &[u8], declared: &Declared) -> Result<StateFacts> {
 /// pending version's upload link (its writer's lock was checked when it was made).
 pub(super) enum Writer<'a> {
     Holder(&'a Principal),
-    Upload { pending: &'a StateVersion },
+    /// `stored_at`: when the state landed (Unix seconds).
+    Upload {
+        pending: &'a StateVersion,
+        stored_at: i64,
+    },
 }
 
 /// Records `version` as the workspace's newest, checked against the workspace as each attempt
@@ -245,14 +260,17 @@ pub(super) async fn record(
             let workspace = workspaces::reread(store, id, first).await?;
             let holder = match writer {
                 Writer::Holder(principal) => Some(*principal),
-                Writer::Upload { .. } => None,
+                Writer::Upload { pending, stored_at } => {
+                    check_arrival(&workspace, pending, *stored_at)?;
+                    None
+                }
             };
             check_write(&workspace, holder, version.serial, Some(&version.lineage), version.force)?;
             let mut version = StateVersion { sequence: workspace.state_versions + 1, ..version.clone() };
             // A JSON form still awaited is not named yet: its arrival names it, after this commits
             // (which it checks for), or before, and this attempt then fails and reads again.
             let json_awaited = match writer {
-                Writer::Upload { pending: StateVersion { uploads: Some(uploads), .. } } => {
+                Writer::Upload { pending: StateVersion { uploads: Some(uploads), .. }, .. } => {
                     let key = keys::pending_state_upload(&uploads.json);
                     store.get(&key).await?.is_some().then_some(key)
                 }
@@ -270,7 +288,7 @@ pub(super) async fn record(
                 Writer::Holder(_) => {
                     transaction.add(pointer::create(&version.id, &version.key())?);
                 }
-                Writer::Upload { pending } => {
+                Writer::Upload { pending, .. } => {
                     let waiting = Condition::equals("status", Status::Pending.as_str());
                     transaction.add(Write::Delete { key: pending.key(), condition: waiting });
                     transaction.add(pointer::retarget(&version.id, &version.key())?);
@@ -291,6 +309,21 @@ pub(super) async fn record(
         }
     })
     .await
+}
+
+/// A pending version's state that lands is made current only if the workspace still waits for
+/// it (no write superseded it) and no one else locked the workspace before it landed: a link used
+/// late, after its writer let the lock go and another took it, changes nothing.
+fn check_arrival(workspace: &Workspace, pending: &StateVersion, stored_at: i64) -> Result<()> {
+    if workspace.pending_state.as_deref() != Some(pending.id.as_str()) {
+        return Err(StateError::Conflict("A newer state version superseded it.".into()));
+    }
+    match &workspace.locked_by {
+        Some(lock) if lock.holder != pending.created_by && workspaces::locked_at(lock).unwrap_or(0) < stored_at => {
+            Err(StateError::Conflict(format!("It landed after {} locked the workspace.", lock.holder)))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// HCP's rules for a state write, against the workspace as the write read it: the lock's holder
@@ -345,12 +378,14 @@ pub async fn get(store: &dyn ItemStore, principal: &Principal, id: &str) -> Resu
 }
 
 /// The workspace's current state version.
-pub async fn current(
-    store: &dyn ItemStore,
-    principal: &Principal,
-    at: WorkspaceAt<'_>,
-) -> Result<(StateVersion, Seen)> {
-    let seen = seen(store, principal, at).await?;
+pub async fn current(state: &AppState, principal: &Principal, at: WorkspaceAt<'_>) -> Result<(StateVersion, Seen)> {
+    let store = state.store.as_ref();
+    let mut seen = seen(store, principal, at).await?;
+    // A state that has landed but is not settled yet (its event still on its way) is settled
+    // here: a run that locks the workspace and reads its state reads the last one written.
+    if seen.workspace.pending_state.is_some() {
+        seen.workspace = super::uploads::settle_pending(state, seen.workspace, false).await?;
+    }
     let current = seen.workspace.current_state.as_ref().ok_or(StateError::NotFound)?;
     let version = pointer::resolve(store, &current.id).await?.ok_or(StateError::NotFound)?;
     Ok((version, seen))
@@ -376,7 +411,7 @@ pub async fn list(
 
 /// The outputs of a state version, read from its state.
 pub async fn outputs(blobs: &dyn BlobStore, version: &StateVersion) -> Result<Vec<Output>> {
-    if version.status == Status::Pending {
+    if version.status != Status::Finalized {
         return Ok(Vec::new());
     }
     let object = ObjectId::parse(&version.object).ok_or(StateError::NotFound)?;
@@ -440,7 +475,7 @@ impl<'a> Links<'a> {
 
     /// The link to `form` of `version`, for a caller that may read the whole state.
     pub fn url(&self, version: &StateVersion, form: Form, may: &WorkspacePermissions) -> Option<String> {
-        let present = version.status != Status::Pending && (form == Form::State || version.json_object.is_some());
+        let present = version.status == Status::Finalized && (form == Form::State || version.json_object.is_some());
         let query = self.signer.query(&Self::subject(&version.id, form), self.lifetime);
         (present && may.read_state)
             .then(|| format!("{}/api/v2/state-versions/{}/{}?{query}", self.base, version.id, form.path()))
@@ -462,7 +497,7 @@ pub async fn download(state: &AppState, id: &str, form: Form, signed: &Signed) -
         return Err(StateError::BadLink);
     }
     let version: StateVersion = pointer::resolve(state.store.as_ref(), id).await?.ok_or(StateError::NotFound)?;
-    if version.status == Status::Pending {
+    if version.status != Status::Finalized {
         return Err(StateError::NotFound);
     }
     let object = match form {
