@@ -574,3 +574,36 @@ async fn on_dynamodb_and_s3_a_state_uploaded_to_its_presigned_link_becomes_curre
     let discarded = app.get(&format!("/api/v2/state-versions/{}", id(&pending)), &owners).await;
     assert_eq!(attribute(&discarded, "status"), "discarded");
 }
+
+#[tokio::test]
+#[ignore = "needs the AWS emulator"]
+async fn in_a_versioned_bucket_removing_a_read_upload_removes_that_version_for_good_and_nothing_after() {
+    use hangar::blobs::{DeployedBlobs, ObjectId, WithS3};
+    let moto = hangar_tests::moto_in_environment().await;
+    let bucket = format!("hangar-versions-{}", hangar::ids::random_token(8).to_lowercase());
+    let blobs = WithS3::connect(&moto.sdk, &bucket, None, true).await.unwrap();
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&moto.sdk).force_path_style(true).build());
+    let enabled = aws_sdk_s3::types::VersioningConfiguration::builder()
+        .status(aws_sdk_s3::types::BucketVersioningStatus::Enabled)
+        .build();
+    s3.put_bucket_versioning().bucket(&bucket).versioning_configuration(enabled).send().await.unwrap();
+
+    let upload = ObjectId::generate();
+    let files = tempfile::tempdir().unwrap();
+    let (first, second) = (files.path().join("first"), files.path().join("second"));
+    std::fs::write(&first, b"the state read").unwrap();
+    std::fs::write(&second, b"a later upload").unwrap();
+    blobs.put_file(&upload, &first).await.unwrap();
+    let read = blobs.read_upload(&upload, 1024).await.unwrap();
+    assert_eq!(&read.body[..], b"the state read");
+    assert!(read.version.is_some(), "the bucket keeps versions");
+    blobs.put_file(&upload, &second).await.unwrap();
+    blobs.remove_read_upload(&upload, &read).await.unwrap();
+
+    let later = blobs.read_upload(&upload, 1024).await.unwrap();
+    assert_eq!(&later.body[..], b"a later upload", "an upload that landed since stays for its own event");
+    let versions = s3.list_object_versions().bucket(&bucket).prefix(upload.upload_key()).send().await.unwrap();
+    assert_eq!(versions.versions().len(), 1, "the version read is gone, not kept behind a marker");
+    assert!(versions.delete_markers().is_empty());
+    assert!(matches!(blobs.read_upload(&upload, 4).await, Err(hangar::blobs::BlobError::TooLarge { .. })));
+}
