@@ -459,4 +459,11 @@ async fn a_state_write_costs_the_same_store_calls_at_one_and_ten_thousand_versio
     let (status, _, at_ten_thousand) = write(3).await;
     assert_eq!(status, StatusCode::CREATED);
     assert_eq!(at_ten_thousand, at_one, "a write reads and writes the same at 10,000 versions as at 2");
+
+    // The current version is read by its key, in one more round than the workspace itself.
+    let (_, _, workspace) = counted.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
+    let (status, body, current) = counted.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["data"]["attributes"]["serial"], 3);
+    assert_eq!(current.rounds, workspace.rounds + 1, "{current:?} against {workspace:?}");
 }

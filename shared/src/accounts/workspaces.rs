@@ -142,6 +142,10 @@ pub struct CurrentState {
     pub id: String,
     pub serial: u64,
     pub lineage: String,
+    /// Its place in the workspace's sequence, so that it is read by its key, with no pointer
+    /// (0: recorded before it was kept; read through the pointer).
+    #[serde(default)]
+    pub sequence: u64,
 }
 
 /// Who holds a workspace's lock, since when, and why.

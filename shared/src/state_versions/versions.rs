@@ -279,8 +279,12 @@ pub(super) async fn record(
             if json_awaited.is_some() {
                 version.json_object = None;
             }
-            let current =
-                CurrentState { id: version.id.clone(), serial: version.serial, lineage: version.lineage.clone() };
+            let current = CurrentState {
+                id: version.id.clone(),
+                serial: version.serial,
+                lineage: version.lineage.clone(),
+                sequence: version.sequence,
+            };
             let (_, advance) = workspaces::advance_state(&workspace, current, version.resource_count)?;
             let mut transaction = Transaction::new();
             transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
@@ -386,8 +390,16 @@ pub async fn current(state: &AppState, principal: &Principal, at: WorkspaceAt<'_
     if seen.workspace.pending_state.is_some() {
         seen.workspace = super::uploads::settle_pending(state, seen.workspace, false).await?;
     }
-    let current = seen.workspace.current_state.as_ref().ok_or(StateError::NotFound)?;
-    let version = pointer::resolve(store, &current.id).await?.ok_or(StateError::NotFound)?;
+    let (workspace, current) = (&seen.workspace, seen.workspace.current_state.as_ref().ok_or(StateError::NotFound)?);
+    let version = match current.sequence {
+        0 => pointer::resolve(store, &current.id).await?,
+        sequence => store
+            .get(&keys::state_version(&workspace.org_id, &workspace.id, sequence))
+            .await?
+            .map(|item| item.parse())
+            .transpose()?,
+    };
+    let version = version.ok_or(StateError::NotFound)?;
     Ok((version, seen))
 }
 
