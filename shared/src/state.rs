@@ -65,6 +65,26 @@ pub struct StateParts {
     pub aws: AwsBase,
     /// Which id each organization name was last seen to have, for reading ahead.
     pub org_hints: Arc<OrgHints>,
+    /// What happens before a workspace's lock is taken (set by the app layer).
+    pub before_lock: Arc<dyn BeforeLock>,
+}
+
+/// What the families above accounts do before a workspace's lock is taken, set by the app layer
+/// (nothing by default): the state-versions family settles a state that landed under the lock
+/// before, so that it is not taken for one landing under the new lock. Called only for a
+/// workspace that waits for a state.
+#[async_trait::async_trait]
+pub trait BeforeLock: Send + Sync {
+    async fn before_lock(&self, state: &AppState, workspace_id: &str) -> Result<(), String>;
+}
+
+struct NothingBeforeLock;
+
+#[async_trait::async_trait]
+impl BeforeLock for NothingBeforeLock {
+    async fn before_lock(&self, _: &AppState, _: &str) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// Which organization id each name had when this process last read its name marker: a guess that
@@ -187,6 +207,7 @@ impl AppState {
             identity,
             aws,
             org_hints,
+            before_lock: Arc::new(NothingBeforeLock),
         })))
     }
 }

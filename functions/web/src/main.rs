@@ -2,5 +2,5 @@
 
 #[tokio::main]
 async fn main() -> Result<(), hangar::lambda::Error> {
-    hangar::lambda::serve_http::<hangar::blobs::WithoutBlobs>(hangar::app::routers::web).await
+    hangar::lambda::serve_http::<hangar::blobs::WithS3>(hangar::app::routers::web).await
 }

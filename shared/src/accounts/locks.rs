@@ -8,7 +8,8 @@ use super::error::{AccountsError, Result};
 use super::workspaces::{find, reread, Found, Lock, Workspace, WorkspaceAt};
 use crate::api::{timestamp, Field};
 use crate::auth::Principal;
-use crate::store::{retry_on_race, ItemStore, Write};
+use crate::state::AppState;
+use crate::store::{retry_on_race, Write};
 
 /// The longest reason a lock keeps, in bytes.
 pub const MAX_REASON: usize = 1024;
@@ -28,7 +29,8 @@ pub enum LockChange {
 /// Locks or unlocks the workspace `id` for a principal whose access allows it (workspace
 /// locking; force-unlock: admin). A workspace locked already (by anyone) is a conflict, as is an unlock of an
 /// unlocked workspace or of one another holds.
-pub async fn change(store: &dyn ItemStore, principal: &Principal, id: &str, change: LockChange) -> Result<Found> {
+pub async fn change(state: &AppState, principal: &Principal, id: &str, change: LockChange) -> Result<Found> {
+    let store = state.store.as_ref();
     let found = match change {
         LockChange::ForceUnlock => {
             find(store, principal, WorkspaceAt::Id(id)).await?.requiring(|may| may.force_unlock, "force-unlock")
@@ -43,6 +45,16 @@ pub async fn change(store: &dyn ItemStore, principal: &Principal, id: &str, chan
     }
     let caller = principal.user_id();
     let Found { workspace: found, org, may } = found;
+    // What landed under the lock before is settled before a new one is taken (see BeforeLock).
+    let found = match (&change, found.pending_state.is_some()) {
+        (LockChange::Lock { .. }, true) => {
+            state.before_lock.before_lock(state, id).await.map_err(|e| {
+                AccountsError::Conflict(format!("The workspace's last state could not be settled ({e}); retry."))
+            })?;
+            reread(store, id, None).await?
+        }
+        _ => found,
+    };
     let (change, caller, mut first) = (&change, &caller, Some(found));
     let changed = retry_on_race(|| {
         let first = first.take();
@@ -67,7 +79,8 @@ pub async fn change(store: &dyn ItemStore, principal: &Principal, id: &str, chan
                 }
                 (LockChange::Unlock | LockChange::ForceUnlock, Some(_)) => None,
             };
-        let workspace = Workspace { locked_by, ..current.next() };
+        let taken = u64::from(matches!(change, LockChange::Lock { .. }));
+        let workspace = Workspace { locked_by, locks_taken: current.locks_taken + taken, ..current.next() };
         let write = Write::Put { item: workspace.to_item()?, condition: current.unchanged() };
         match store.transact(vec![write]).await {
             Ok(()) => Ok(Some(workspace)),

@@ -468,7 +468,7 @@ async fn lock_workspace(
     body: Bytes,
 ) -> Result<Document> {
     let change = LockChange::Lock { reason: lock_reason(&body)? };
-    Ok(shown(&locks::change(state.store.as_ref(), &principal, &id, change).await?))
+    Ok(shown(&locks::change(&state, &principal, &id, change).await?))
 }
 
 async fn unlock_workspace(
@@ -476,7 +476,7 @@ async fn unlock_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    Ok(shown(&locks::change(state.store.as_ref(), &principal, &id, LockChange::Unlock).await?))
+    Ok(shown(&locks::change(&state, &principal, &id, LockChange::Unlock).await?))
 }
 
 async fn force_unlock_workspace(
@@ -484,7 +484,7 @@ async fn force_unlock_workspace(
     principal: Principal,
     Path(id): Path<String>,
 ) -> Result<Document> {
-    Ok(shown(&locks::change(state.store.as_ref(), &principal, &id, LockChange::ForceUnlock).await?))
+    Ok(shown(&locks::change(&state, &principal, &id, LockChange::ForceUnlock).await?))
 }
 
 fn lock_reason(body: &[u8]) -> Result<Option<String>> {

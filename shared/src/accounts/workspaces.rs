@@ -62,6 +62,9 @@ pub struct Workspace {
     /// newest; a state write supersedes it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_state: Option<String>,
+    /// How many times its lock has been taken: which lock a pending state version was made under.
+    #[serde(default)]
+    pub locks_taken: u64,
     #[serde(default, flatten)]
     pub settings: Settings,
 }
@@ -219,11 +222,6 @@ pub fn await_state(workspace: &Workspace, pending: Option<String>) -> Result<Wri
     Ok(Write::Put { item: next.to_item()?, condition: workspace.unchanged() })
 }
 
-/// When the lock was taken (Unix seconds), if it says.
-pub fn locked_at(lock: &Lock) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(&lock.at).ok().map(|at| at.timestamp())
-}
-
 /// How a request sets a workspace's execution: a mode and, for `agent`, a pool.
 #[derive(Debug, Default, Clone)]
 pub struct Execution {
@@ -334,6 +332,7 @@ pub async fn create(
         current_state: None,
         state_versions: 0,
         pending_state: None,
+        locks_taken: 0,
         settings,
     };
     // The pool writes are built afresh on each attempt, and retried when a pool changed meanwhile.

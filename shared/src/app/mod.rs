@@ -19,12 +19,28 @@ use crate::state::AppState;
 /// Wraps a family's router with what every function adds: the OpenAPI document, and JSON:API
 /// answers for unknown paths (404) and for axum's refusals (405, a path or body an extractor
 /// refused) that the family has not rendered in its own format.
-pub fn finish(router: Router<AppState>, state: AppState) -> Router {
+pub fn finish(router: Router<AppState>, mut state: AppState) -> Router {
+    state.before_lock = std::sync::Arc::new(SettleBeforeLock);
     router
         .route(openapi::PATH, axum::routing::get(openapi::serve))
         .fallback(|| async { ApiError::not_found() })
         .with_state(state)
         .layer(middleware::from_fn(|request, next| render_refusals(request, next, refusal::json_api)))
+}
+
+/// Before a workspace's lock is taken, a state that landed on an upload link under the lock
+/// before is settled (made current, or discarded), so that the new lock's holder reads it and it
+/// is never taken for one landing under the new lock.
+struct SettleBeforeLock;
+
+#[async_trait::async_trait]
+impl crate::state::BeforeLock for SettleBeforeLock {
+    async fn before_lock(&self, state: &AppState, workspace_id: &str) -> Result<(), String> {
+        let store = state.store.as_ref();
+        let workspace =
+            crate::accounts::workspaces::reread(store, workspace_id, None).await.map_err(|e| e.to_string())?;
+        crate::state_versions::uploads::settle_pending(state, workspace).await.map(drop).map_err(|e| e.to_string())
+    }
 }
 
 /// Installs the JSON (CloudWatch-friendly) or human log format, filtered by `RUST_LOG`, writing

@@ -191,13 +191,12 @@ impl BlobStore for LocalBlobs {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(BlobError::NotFound),
             Err(e) => return Err(BlobError::backend(e)),
         };
-        if metadata.len() > limit {
-            return Err(BlobError::TooLarge { limit });
+        let size = metadata.len();
+        if size > limit {
+            return Ok(ReadUpload { body: bytes::Bytes::new(), size, version: None });
         }
-        let stored_at = metadata.modified().map_err(BlobError::backend)?;
-        let stored_at = stored_at.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
         match tokio::fs::read(self.upload_path(id)).await {
-            Ok(body) => Ok(ReadUpload { body: body.into(), stored_at, version: None }),
+            Ok(body) => Ok(ReadUpload { body: body.into(), size, version: None }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(BlobError::NotFound),
             Err(e) => Err(BlobError::backend(e)),
         }

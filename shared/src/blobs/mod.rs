@@ -150,8 +150,9 @@ pub trait BlobStore: Send + Sync + 'static {
     /// The upload's size in bytes, read without reading the upload.
     async fn upload_size(&self, id: &ObjectId) -> Result<u64, BlobError>;
 
-    /// The upload `id`, read whole if it holds at most `limit` bytes ([`BlobError::TooLarge`]
-    /// otherwise, read no further): for uploads bounded by what takes them (a state).
+    /// The upload `id`, read whole if it holds at most `limit` bytes (else its body is left
+    /// unread and empty, and [`ReadUpload::size`] says how large it is): for uploads bounded by
+    /// what takes them (a state).
     async fn read_upload(&self, id: &ObjectId, limit: u64) -> Result<ReadUpload, BlobError>;
 
     /// Removes the upload as [`BlobStore::read_upload`] read it, and only that: in a versioned
@@ -200,12 +201,12 @@ pub trait BlobStore: Send + Sync + 'static {
 
 pub type Blobs = Arc<dyn BlobStore>;
 
-/// An upload read whole.
+/// An upload read whole (or, over the reader's limit, only looked at).
 #[derive(Debug, Clone)]
 pub struct ReadUpload {
+    /// Empty when over the limit.
     pub body: bytes::Bytes,
-    /// When it was stored (Unix seconds).
-    pub stored_at: i64,
+    pub size: u64,
     /// The bucket's version of it, where the bucket keeps versions.
     pub version: Option<String>,
 }

@@ -98,14 +98,14 @@ impl BlobStore for S3Blobs {
             }
             Err(e) => return Err(backend(e)),
         };
-        // The length S3 declares bounds what the body holds; the body is dropped unread if over.
-        if object.content_length().unwrap_or(0).max(0) as u64 > limit {
-            return Err(BlobError::TooLarge { limit });
-        }
-        let stored_at = object.last_modified().map_or(0, |at| at.secs());
         let version = object.version_id().filter(|v| *v != "null").map(str::to_owned);
+        // The length S3 declares bounds what the body holds; the body is dropped unread if over.
+        let size = object.content_length().unwrap_or(0).max(0) as u64;
+        if size > limit {
+            return Ok(ReadUpload { body: bytes::Bytes::new(), size, version });
+        }
         let body = object.body.collect().await.map_err(BlobError::backend)?.into_bytes();
-        Ok(ReadUpload { body, stored_at, version })
+        Ok(ReadUpload { body, size, version })
     }
 
     async fn remove_read_upload(&self, id: &ObjectId, read: &ReadUpload) -> Result<(), BlobError> {

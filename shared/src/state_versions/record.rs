@@ -80,6 +80,10 @@ pub struct StateVersion {
     /// Whether its writer sent `force` (a pending version's lineage is checked on arrival).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub force: bool,
+    /// The workspace's lock count when it was made (its writer's lock): a state landing after
+    /// another lock was taken is not kept.
+    #[serde(default)]
+    pub lock_generation: u64,
     /// While pending: the uploads its links take.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uploads: Option<Uploads>,

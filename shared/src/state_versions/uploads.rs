@@ -6,9 +6,10 @@
 //! The upload is read whole, bounded by the state size limit, and checked against what the
 //! version's writer declared (MD5, serial, lineage); its bytes, not the upload, are then sealed,
 //! so a later PUT on the still-valid link changes nothing that was checked. The version becomes
-//! current in one transaction conditioned on the workspace, which must still wait for it, and not
-//! be locked by another since before the state landed; else it is `discarded`. A state refused
-//! leaves the version pending and its link open. What was read is removed whatever the outcome.
+//! current in one transaction conditioned on the workspace, which must still wait for it, with
+//! no lock taken since the one its writer held; else it is `discarded` (taking a lock first
+//! settles what landed under the lock before: see `app::hooks`). A state refused leaves the
+//! version pending and its link open. What was read is removed whatever the outcome.
 
 use serde::Serialize;
 
@@ -17,7 +18,7 @@ use super::record::{StateVersion, Status};
 use super::versions::{record, verify, AwaitedUpload, Declared, Form, Writer};
 use crate::accounts::workspaces::{self, Workspace};
 use crate::accounts::AccountsError;
-use crate::blobs::{BlobError, ObjectId, ReadUpload};
+use crate::blobs::{BlobError, ObjectId};
 use crate::state::AppState;
 use crate::store::{keys, pointer, retry_on_race, upload_claims, Condition, ItemStore, Transaction, Write};
 
@@ -61,94 +62,106 @@ pub async fn awaits_upload(store: &dyn ItemStore, object: &ObjectId) -> Result<O
 
 /// Settles what waits for the upload `object`: `None` if no state version has a link to it.
 pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Option<Arrival>> {
-    let store = state.store.as_ref();
-    let Some((awaited, version)) = awaited(store, object).await? else { return Ok(None) };
-    let Some(version) = version.filter(|version| wanted(awaited.form, version)) else {
-        store.delete(&keys::pending_state_upload(object.as_str()), Condition::Always).await?;
-        state.blobs.delete(object).await?;
-        return Ok(Some(Arrival::Ignored));
+    let Some((awaited, version)) = awaited(state.store.as_ref(), object).await? else { return Ok(None) };
+    Ok(Some(settle(state, object, &awaited, version).await?))
+}
+
+/// Settles the upload `object` for the version its link was made for.
+async fn settle(
+    state: &AppState,
+    object: &ObjectId,
+    awaited: &AwaitedUpload,
+    version: Option<StateVersion>,
+) -> Result<Arrival> {
+    let limit = state.config.max_state_bytes;
+    let wanted = version.filter(|version| wanted(awaited.form, version));
+    // Not landed yet, or an event delivered again after it was settled and removed.
+    let read = match state.blobs.read_upload(object, if wanted.is_some() { limit } else { 0 }).await {
+        Err(BlobError::NotFound) => return Ok(Arrival::Ignored),
+        other => other?,
     };
-    let read = match state.blobs.read_upload(object, state.config.max_state_bytes).await {
-        // Not landed yet, or an event delivered again after it was settled and removed.
-        Err(BlobError::NotFound) => return Ok(Some(Arrival::Ignored)),
-        Err(e @ BlobError::TooLarge { .. }) => {
-            state.blobs.delete(object).await?;
-            return Ok(Some(refused(state, object, &version.id, e.to_string()).await?));
+    let arrival = match wanted {
+        // Settled already, or superseded: an upload now changes nothing.
+        None => Arrival::Ignored,
+        Some(version) if read.size > limit => {
+            let reason =
+                format!("the upload is {} bytes, over the limit of {limit} (HANGAR_MAX_STATE_BYTES)", read.size);
+            Arrival::Refused { version_id: version.id, reason }
         }
-        Err(e) => return Err(e.into()),
-        Ok(read) => read,
-    };
-    let arrival = match awaited.form {
-        Form::State => state_arrived(state, version, &read).await?,
-        Form::Json => json_arrived(state, object, &awaited, version, read.body.clone()).await?,
+        Some(version) => match awaited.form {
+            Form::State => state_arrived(state, version, &read.body).await?,
+            Form::Json => json_arrived(state, object, awaited, version, read.body.clone()).await?,
+        },
     };
     // What was read is removed, for good; an upload that landed since stays for its own event.
     state.blobs.remove_read_upload(object, &read).await?;
-    match arrival {
-        Arrival::Refused { version_id, reason } => Ok(Some(refused(state, object, &version_id, reason).await?)),
-        other => Ok(Some(other)),
+    if let Arrival::Refused { version_id, reason } = &arrival {
+        tracing::warn!(version = %version_id, reason = %reason, "a state upload was refused");
+        // Only once the refused upload is gone: the link may take another (locally: its claim).
+        upload_claims::release(state.store.as_ref(), object.as_str()).await?;
     }
+    Ok(arrival)
 }
 
-async fn state_arrived(state: &AppState, pending: StateVersion, read: &ReadUpload) -> Result<Arrival> {
+async fn state_arrived(state: &AppState, pending: StateVersion, body: &bytes::Bytes) -> Result<Arrival> {
     let store = state.store.as_ref();
     let declared = Declared {
         serial: pending.serial,
         md5: pending.md5.clone(),
         lineage: Some(pending.lineage.clone()).filter(|lineage| !lineage.is_empty()),
     };
-    let facts = match verify(&read.body, &declared) {
+    let facts = match verify(body, &declared) {
         Ok(facts) => facts,
         Err(e) => return Ok(Arrival::Refused { version_id: pending.id.clone(), reason: e.to_string() }),
     };
     let sealed = ObjectId::parse(&pending.object).ok_or(StateError::NotFound)?;
-    state.blobs.put_sealed(&sealed, read.body.clone()).await?;
+    state.blobs.put_sealed(&sealed, body.clone()).await?;
     let workspace = match workspaces::reread(store, &pending.workspace_id, None).await {
-        Err(AccountsError::NotFound) => return forget(state, &pending).await,
+        Err(AccountsError::NotFound) => return forget(state, &pending).await.map(|()| Arrival::Ignored),
         other => other?,
     };
     let version_id = pending.id.clone();
-    let finalized = pending.clone().finalized(&facts, read.body.len() as u64);
-    let writer = Writer::Upload { pending: &pending, stored_at: read.stored_at };
-    match record(store, workspace, finalized, writer).await {
+    let finalized = pending.clone().finalized(&facts, body.len() as u64);
+    match record(store, workspace, finalized, Writer::Upload { pending: &pending }).await {
         Ok(Some(_)) => Ok(Arrival::Finalized { version_id }),
-        // Settled meanwhile (an event delivered twice, racing itself), or busy: the event is
-        // delivered again, or the next read or write of the workspace settles it.
+        // Busy: the event is delivered again, or the next read or write of the workspace
+        // settles it.
         Ok(None) => Err(StateError::Conflict("The workspace's state is being written by others; retry.".into())),
         Err(StateError::Conflict(reason)) => discard(state, &pending, reason).await,
-        Err(StateError::Workspace(AccountsError::NotFound)) => forget(state, &pending).await,
+        Err(StateError::Workspace(AccountsError::NotFound)) => forget(state, &pending).await.map(|()| Arrival::Ignored),
         Err(e) => Err(e),
     }
 }
 
-/// The workspace went while its state arrived: what this sealed goes too (the cascade that
-/// deleted the workspace may have run before).
-async fn forget(state: &AppState, pending: &StateVersion) -> Result<Arrival> {
-    for sealed in std::iter::once(&pending.object).chain(&pending.json_object).filter_map(|id| ObjectId::parse(id)) {
+/// Takes back what a version that will never be current had sealed (its state, its JSON form).
+pub(super) async fn forget(state: &AppState, version: &StateVersion) -> Result<()> {
+    let sealed = std::iter::once(&version.object).chain(&version.json_object).filter_map(|id| ObjectId::parse(id));
+    for sealed in sealed {
         state.blobs.delete_sealed(&sealed).await?;
     }
-    Ok(Arrival::Ignored)
+    Ok(())
 }
 
-/// The version will never be current: it says so, its link takes nothing more, its state is not
-/// kept, and the workspace waits for it no longer.
-pub(super) async fn discard(state: &AppState, pending: &StateVersion, reason: String) -> Result<Arrival> {
+/// The write that marks a pending version discarded, if it is pending still. It keeps its upload
+/// links' records (they expire with them), so that an upload on one is told it came too late.
+pub(super) fn discarded(pending: &StateVersion) -> Result<Write> {
+    let discarded = StateVersion { status: Status::Discarded, ..pending.clone() };
+    let waiting = Condition::equals("status", Status::Pending.as_str());
+    Ok(Write::Put { item: discarded.to_item()?, condition: waiting })
+}
+
+/// The version will never be current: it says so, keeps no state, and the workspace waits for it
+/// no longer.
+async fn discard(state: &AppState, pending: &StateVersion, reason: String) -> Result<Arrival> {
     let store = state.store.as_ref();
-    let version_id = pending.id.clone();
-    let discarded = StateVersion { status: Status::Discarded, uploads: None, json_object: None, ..pending.clone() };
-    let (discarded, pending_ref) = (&discarded, pending);
     let done = retry_on_race(|| async move {
-        let workspace = match workspaces::reread(store, &pending_ref.workspace_id, None).await {
+        let workspace = match workspaces::reread(store, &pending.workspace_id, None).await {
             Err(AccountsError::NotFound) => None,
             other => Some(other?),
         };
         let mut transaction = Transaction::new();
-        let waiting = Condition::equals("status", Status::Pending.as_str());
-        let still_pending = transaction.add(Write::Put { item: discarded.to_item()?, condition: waiting });
-        for upload in pending_ref.uploads.iter().flat_map(|u| [&u.state, &u.json]) {
-            transaction.add(Write::Delete { key: keys::pending_state_upload(upload), condition: Condition::Always });
-        }
-        if let Some(workspace) = workspace.filter(|ws| ws.pending_state.as_deref() == Some(pending_ref.id.as_str())) {
+        let still_pending = transaction.add(discarded(pending)?);
+        if let Some(workspace) = workspace.filter(|ws| ws.pending_state.as_deref() == Some(pending.id.as_str())) {
             transaction.add(workspaces::await_state(&workspace, None)?);
         }
         match transaction.commit(store).await {
@@ -163,41 +176,29 @@ pub(super) async fn discard(state: &AppState, pending: &StateVersion, reason: St
     match done {
         Some(true) => {
             forget(state, pending).await?;
-            tracing::info!(version = %version_id, reason = %reason, "a pending state version was discarded");
-            Ok(Arrival::Discarded { version_id, reason })
+            tracing::info!(version = %pending.id, reason = %reason, "a pending state version was discarded");
+            Ok(Arrival::Discarded { version_id: pending.id.clone(), reason })
         }
         Some(false) => Ok(Arrival::Ignored),
         None => Err(StateError::Conflict("The workspace is changing; retry.".into())),
     }
 }
 
-/// Settles the workspace's pending version before a read or a write that must see what it holds:
-/// a state that has landed is checked and made current (or discarded); one that has not is left
-/// to wait, or, before a new write (`superseded`), discarded. Returns the workspace as it is then.
-pub async fn settle_pending(state: &AppState, workspace: Workspace, superseded: bool) -> Result<Workspace> {
+/// Settles the workspace's pending version, if its state has landed, before a read or write that
+/// must see what the workspace holds (or before its lock changes hands); one that has not landed
+/// is left waiting. Returns the workspace as it is then.
+pub async fn settle_pending(state: &AppState, workspace: Workspace) -> Result<Workspace> {
     let Some(id) = workspace.pending_state.clone() else { return Ok(workspace) };
     let store = state.store.as_ref();
     let pending: Option<StateVersion> = pointer::resolve(store, &id).await?;
-    if let Some(pending) = pending.filter(|version| version.status == Status::Pending) {
-        let upload = pending.uploads.as_ref().and_then(|uploads| ObjectId::parse(&uploads.state));
-        let arrival = match upload {
-            Some(upload) => object_created(state, &upload).await?,
-            None => None,
-        };
-        let landed = matches!(arrival, Some(Arrival::Finalized { .. } | Arrival::Discarded { .. }));
-        if superseded && !landed {
-            discard(state, &pending, "a newer state version superseded it".into()).await?;
-        }
+    let pending = pending.filter(|version| version.status == Status::Pending);
+    // Its upload is read from the version itself: the link's record may have expired.
+    let upload = pending.as_ref().and_then(|v| v.uploads.as_ref()).and_then(|u| ObjectId::parse(&u.state));
+    if let (Some(pending), Some(upload)) = (pending, upload) {
+        let awaited = AwaitedUpload { version_id: id, form: Form::State, sealed: pending.object.clone() };
+        settle(state, &upload, &awaited, Some(pending)).await?;
     }
     Ok(workspaces::reread(store, &workspace.id, None).await?)
-}
-
-/// Not what the version's writer declared: the version waits on, and its link may take another
-/// upload (locally: its claim is given back, once the refused upload is gone).
-async fn refused(state: &AppState, object: &ObjectId, version_id: &str, reason: String) -> Result<Arrival> {
-    tracing::warn!(version = %version_id, reason = %reason, "a state upload was refused");
-    upload_claims::release(state.store.as_ref(), object.as_str()).await?;
-    Ok(Arrival::Refused { version_id: version_id.to_owned(), reason })
 }
 
 async fn json_arrived(
@@ -215,19 +216,20 @@ async fn json_arrived(
     state.blobs.put_sealed(&sealed, body).await?;
     // From here a finalize names the JSON form itself (it checks this key is still there).
     store.delete(&keys::pending_state_upload(object.as_str()), Condition::Always).await?;
-    // A version finalized before, without it, names it now; finalized versions change no other way.
-    let finalized: Option<StateVersion> = pointer::resolve(store, &version.id).await?;
-    if finalized.is_none() {
-        // Its workspace went meanwhile.
-        state.blobs.delete_sealed(&sealed).await?;
-    }
-    if let Some(finalized) = finalized.filter(|v| v.status == Status::Finalized && v.json_object.is_none()) {
-        let named = StateVersion { json_object: Some(awaited.sealed.clone()), ..finalized };
-        let still = Condition::equals("status", Status::Finalized.as_str());
-        match store.put(named.to_item()?, still).await {
-            Err(e) if e.is_condition_failed() => {}
-            other => other?,
+    // A version finalized before, without it, names it now (finalized versions change no other
+    // way); one discarded or gone meanwhile keeps nothing.
+    let now: Option<StateVersion> = pointer::resolve(store, &version.id).await?;
+    match now {
+        Some(finalized) if finalized.status == Status::Finalized && finalized.json_object.is_none() => {
+            let named = StateVersion { json_object: Some(awaited.sealed.clone()), ..finalized };
+            let still = Condition::equals("status", Status::Finalized.as_str());
+            match store.put(named.to_item()?, still).await {
+                Err(e) if e.is_condition_failed() => state.blobs.delete_sealed(&sealed).await?,
+                other => other?,
+            }
         }
+        Some(version) if version.status != Status::Discarded => {}
+        _ => state.blobs.delete_sealed(&sealed).await?,
     }
     Ok(Arrival::JsonStored { version_id: version.id })
 }

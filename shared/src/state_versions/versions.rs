@@ -86,8 +86,9 @@ pub async fn create(
         let detail = "is sent on its upload link when `state` is: not inline without it";
         return Err(StateError::invalid(Field::Attribute("json-state"), detail));
     }
-    // What an earlier writer uploaded is settled first, so this write is checked against it.
-    let workspace = super::uploads::settle_pending(state, workspace, true).await?;
+    // What an earlier write uploaded is settled first, so this write is checked against it; one
+    // that never landed is superseded by this write, in its own transaction.
+    let workspace = super::uploads::settle_pending(state, workspace).await?;
     check_write(&workspace, Some(principal), declared.serial, declared.lineage.as_deref(), new.force)?;
     let Some(body) = new.state.clone() else {
         let (version, upload_links) = create_pending(state, principal, &workspace, &new).await?;
@@ -127,7 +128,10 @@ pub async fn create(
             }
         }
     }
-    let version = recorded?.ok_or_else(busy)?;
+    let Recorded { version, superseded } = recorded?.ok_or_else(busy)?;
+    if let Some(superseded) = superseded {
+        super::uploads::forget(state, &superseded).await?;
+    }
     Ok(Created { version, seen: Seen { workspace, org, may }, upload_links: None })
 }
 
@@ -159,6 +163,7 @@ fn described(workspace: &Workspace, principal: &Principal, declared: &Declared, 
         status: Status::Finalized,
         uploads: None,
         force,
+        lock_generation: workspace.locks_taken,
     }
 }
 
@@ -198,12 +203,21 @@ async fn create_pending(
         let item = Item::from_value(keys::pending_state_upload(upload), &awaited)?.with_ttl(expires);
         transaction.add(Write::Put { item, condition: Condition::NotExists });
     }
-    // The workspace waits for it, as read: a write that won meanwhile makes this one try again.
+    // The workspace waits for it, as read, and no longer for one before it that never landed: a
+    // write that won meanwhile makes this one try again.
     let unchanged = transaction.add(workspaces::await_state(workspace, Some(version.id.clone()))?);
+    let superseded = supersede(state.store.as_ref(), workspace).await?.map(|(pending, discard)| {
+        transaction.add(discard);
+        pending
+    });
     match transaction.commit(state.store.as_ref()).await {
-        Err(e) if e.failed_on(unchanged) => Err(busy()),
-        other => other.map(|()| (version, links)).map_err(StateError::from),
+        Err(e) if e.failed_on(unchanged) => return Err(busy()),
+        other => other?,
     }
+    if let Some(superseded) = superseded {
+        super::uploads::forget(state, &superseded).await?;
+    }
+    Ok((version, links))
 }
 
 /// What an upload link of a pending version leads to.
@@ -237,11 +251,27 @@ pub(super) fn verify(body: &[u8], declared: &Declared) -> Result<StateFacts> {
 /// pending version's upload link (its writer's lock was checked when it was made).
 pub(super) enum Writer<'a> {
     Holder(&'a Principal),
-    /// `stored_at`: when the state landed (Unix seconds).
-    Upload {
-        pending: &'a StateVersion,
-        stored_at: i64,
-    },
+    Upload { pending: &'a StateVersion },
+}
+
+/// A version recorded, and the pending version it superseded, if one was waiting.
+pub(super) struct Recorded {
+    pub version: StateVersion,
+    pub superseded: Option<StateVersion>,
+}
+
+/// The pending version the workspace waits for, and the write that discards it as superseded by
+/// the write being made: in that write's transaction, so that only a write that happens does.
+async fn supersede(store: &dyn ItemStore, workspace: &Workspace) -> Result<Option<(StateVersion, Write)>> {
+    let Some(id) = &workspace.pending_state else { return Ok(None) };
+    let pending: Option<StateVersion> = pointer::resolve(store, id).await?;
+    match pending.filter(|pending| pending.status == Status::Pending) {
+        Some(pending) => {
+            let write = super::uploads::discarded(&pending)?;
+            Ok(Some((pending, write)))
+        }
+        None => Ok(None),
+    }
 }
 
 /// Records `version` as the workspace's newest, checked against the workspace as each attempt
@@ -251,7 +281,7 @@ pub(super) async fn record(
     workspace: Workspace,
     version: StateVersion,
     writer: Writer<'_>,
-) -> Result<Option<StateVersion>> {
+) -> Result<Option<Recorded>> {
     let (id, version, writer, mut first) = (workspace.id.clone(), &version, &writer, Some(workspace));
     let id = &id;
     retry_on_race(|| {
@@ -260,8 +290,8 @@ pub(super) async fn record(
             let workspace = workspaces::reread(store, id, first).await?;
             let holder = match writer {
                 Writer::Holder(principal) => Some(*principal),
-                Writer::Upload { pending, stored_at } => {
-                    check_arrival(&workspace, pending, *stored_at)?;
+                Writer::Upload { pending } => {
+                    check_arrival(&workspace, pending)?;
                     None
                 }
             };
@@ -270,7 +300,7 @@ pub(super) async fn record(
             // A JSON form still awaited is not named yet: its arrival names it, after this commits
             // (which it checks for), or before, and this attempt then fails and reads again.
             let json_awaited = match writer {
-                Writer::Upload { pending: StateVersion { uploads: Some(uploads), .. }, .. } => {
+                Writer::Upload { pending: StateVersion { uploads: Some(uploads), .. } } => {
                     let key = keys::pending_state_upload(&uploads.json);
                     store.get(&key).await?.is_some().then_some(key)
                 }
@@ -288,11 +318,16 @@ pub(super) async fn record(
             let (_, advance) = workspaces::advance_state(&workspace, current, version.resource_count)?;
             let mut transaction = Transaction::new();
             transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
+            let mut superseded = None;
             match writer {
                 Writer::Holder(_) => {
                     transaction.add(pointer::create(&version.id, &version.key())?);
+                    if let Some((pending, discard)) = supersede(store, &workspace).await? {
+                        transaction.add(discard);
+                        superseded = Some(pending);
+                    }
                 }
-                Writer::Upload { pending, .. } => {
+                Writer::Upload { pending } => {
                     let waiting = Condition::equals("status", Status::Pending.as_str());
                     transaction.add(Write::Delete { key: pending.key(), condition: waiting });
                     transaction.add(pointer::retarget(&version.id, &version.key())?);
@@ -306,7 +341,7 @@ pub(super) async fn record(
             }
             transaction.add(advance);
             match transaction.commit(store).await {
-                Ok(()) => Ok(Some(version)),
+                Ok(()) => Ok(Some(Recorded { version, superseded })),
                 Err(e) if e.is_condition_failed() => Ok(None),
                 Err(e) => Err(e.into()),
             }
@@ -316,18 +351,17 @@ pub(super) async fn record(
 }
 
 /// A pending version's state that lands is made current only if the workspace still waits for
-/// it (no write superseded it) and no one else locked the workspace before it landed: a link used
-/// late, after its writer let the lock go and another took it, changes nothing.
-fn check_arrival(workspace: &Workspace, pending: &StateVersion, stored_at: i64) -> Result<()> {
+/// it (no write superseded it) and no lock was taken since the one its writer held: a link used
+/// late, after its writer let the lock go and another took it, changes nothing. (Taking a lock
+/// first settles what landed before.)
+fn check_arrival(workspace: &Workspace, pending: &StateVersion) -> Result<()> {
     if workspace.pending_state.as_deref() != Some(pending.id.as_str()) {
         return Err(StateError::Conflict("A newer state version superseded it.".into()));
     }
-    match &workspace.locked_by {
-        Some(lock) if lock.holder != pending.created_by && workspaces::locked_at(lock).unwrap_or(0) < stored_at => {
-            Err(StateError::Conflict(format!("It landed after {} locked the workspace.", lock.holder)))
-        }
-        _ => Ok(()),
+    if workspace.locks_taken != pending.lock_generation {
+        return Err(StateError::Conflict("It landed after the workspace's lock changed hands.".into()));
     }
+    Ok(())
 }
 
 /// HCP's rules for a state write, against the workspace as the write read it: the lock's holder
@@ -388,9 +422,25 @@ pub async fn current(state: &AppState, principal: &Principal, at: WorkspaceAt<'_
     // A state that has landed but is not settled yet (its event still on its way) is settled
     // here: a run that locks the workspace and reads its state reads the last one written.
     if seen.workspace.pending_state.is_some() {
-        seen.workspace = super::uploads::settle_pending(state, seen.workspace, false).await?;
+        seen.workspace = super::uploads::settle_pending(state, seen.workspace).await?;
     }
-    let (workspace, current) = (&seen.workspace, seen.workspace.current_state.as_ref().ok_or(StateError::NotFound)?);
+    Ok((read_current(store, &seen.workspace).await?, seen))
+}
+
+/// The workspace's current state version as stored, settling nothing: the console's read (it
+/// writes nothing).
+pub async fn current_stored(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    at: WorkspaceAt<'_>,
+) -> Result<(StateVersion, Seen)> {
+    let seen = seen(store, principal, at).await?;
+    Ok((read_current(store, &seen.workspace).await?, seen))
+}
+
+/// The version the workspace records as current, read by its key.
+async fn read_current(store: &dyn ItemStore, workspace: &Workspace) -> Result<StateVersion> {
+    let current = workspace.current_state.as_ref().ok_or(StateError::NotFound)?;
     let version = match current.sequence {
         0 => pointer::resolve(store, &current.id).await?,
         sequence => store
@@ -399,8 +449,7 @@ pub async fn current(state: &AppState, principal: &Principal, at: WorkspaceAt<'_
             .map(|item| item.parse())
             .transpose()?,
     };
-    let version = version.ok_or(StateError::NotFound)?;
-    Ok((version, seen))
+    version.ok_or(StateError::NotFound)
 }
 
 /// A page of the workspace's state versions, newest first, with how many it has.

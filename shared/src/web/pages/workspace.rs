@@ -32,7 +32,7 @@ pub async fn show(
     };
     let outputs = match (found.may.read_state_outputs, &workspace.current_state) {
         (true, Some(_)) => {
-            let (current, _) = versions::current(&state, principal, at).await?;
+            let (current, _) = versions::current_stored(store, principal, at).await?;
             versions::outputs(state.blobs.as_ref(), &current).await?
         }
         _ => Vec::new(),
