@@ -45,21 +45,19 @@ pub async fn change(state: &AppState, principal: &Principal, id: &str, change: L
     }
     let caller = principal.user_id();
     let Found { workspace: found, org, may } = found;
-    // What landed under the lock before is settled before a new one is taken (see BeforeLock).
-    let found = match (&change, found.pending_state.is_some()) {
-        (LockChange::Lock { .. }, true) => {
-            state.before_lock.before_lock(state, id).await.map_err(|e| {
-                AccountsError::Conflict(format!("The workspace's last state could not be settled ({e}); retry."))
-            })?;
-            reread(store, id, None).await?
-        }
-        _ => found,
-    };
     let (change, caller, mut first) = (&change, &caller, Some(found));
     let changed = retry_on_race(|| {
         let first = first.take();
         async move {
-        let current = reread(store, id, first).await?;
+        let mut current = reread(store, id, first).await?;
+        // What landed under the lock before is settled before a new one is taken (see
+        // BeforeLock), on every attempt: the lock's write is conditioned on what it then reads.
+        if matches!(change, LockChange::Lock { .. }) && current.pending_state.is_some() {
+            state.before_lock.before_lock(state, id).await.map_err(|e| {
+                AccountsError::Conflict(format!("The workspace's last state could not be settled ({e}); retry."))
+            })?;
+            current = reread(store, id, None).await?;
+        }
         let locked_by =
             match (change, &current.locked_by) {
                 (LockChange::Lock { .. }, Some(_)) => return Err(conflict("The workspace is locked already.")),

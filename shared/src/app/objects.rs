@@ -20,6 +20,7 @@ use crate::links::Signed;
 use crate::registry::versions::UPLOAD_LINK_VALIDITY;
 use crate::state::AppState;
 use crate::state_versions::uploads::Arrival;
+use crate::state_versions::Status;
 use crate::store::upload_claims;
 
 /// `PUT /upload/{id}` and `GET /object/{id}` for signed links, accepting every validly signed
@@ -94,6 +95,19 @@ impl UploadHooks for SettleUploads {
             Ok(None) => {}
             Ok(Some(Arrival::Refused { reason, .. })) => return Err(UploadRefused::Invalid(reason)),
             Ok(Some(Arrival::Discarded { reason, .. })) => return Err(UploadRefused::Superseded(reason)),
+            // Settled meanwhile by a read or write of its workspace: its outcome is the answer.
+            Ok(Some(Arrival::Ignored)) => {
+                return match crate::state_versions::uploads::status_after(state.store.as_ref(), id).await {
+                    Ok(None | Some(Status::Finalized)) => Ok(()),
+                    Ok(Some(Status::Discarded)) => {
+                        Err(UploadRefused::Superseded("a newer state version superseded it".into()))
+                    }
+                    Ok(Some(Status::Pending)) => Err(UploadRefused::Invalid(
+                        "it was not the state its version declared (see the log); send that state again".into(),
+                    )),
+                    Err(e) => Err(UploadRefused::Failed(e.to_string())),
+                };
+            }
             Ok(Some(_)) => return Ok(()),
             Err(e) => {
                 tracing::error!(object = %id, error = %e, "settling a state upload failed");

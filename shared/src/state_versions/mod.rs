@@ -12,5 +12,5 @@ pub mod uploads;
 pub mod versions;
 
 pub use error::StateError;
-pub use record::StateVersion;
+pub use record::{StateVersion, Status};
 pub use routes::router;

@@ -179,7 +179,14 @@ async fn discard(state: &AppState, pending: &StateVersion, reason: String) -> Re
             tracing::info!(version = %pending.id, reason = %reason, "a pending state version was discarded");
             Ok(Arrival::Discarded { version_id: pending.id.clone(), reason })
         }
-        Some(false) => Ok(Arrival::Ignored),
+        Some(false) => {
+            // Discarded by another meanwhile, perhaps before this sealed its state: not kept.
+            let now: Option<StateVersion> = pointer::resolve(store, &pending.id).await?;
+            if now.is_some_and(|version| version.status == Status::Discarded) {
+                forget(state, pending).await?;
+            }
+            Ok(Arrival::Ignored)
+        }
         None => Err(StateError::Conflict("The workspace is changing; retry.".into())),
     }
 }
@@ -196,9 +203,27 @@ pub async fn settle_pending(state: &AppState, workspace: Workspace) -> Result<Wo
     let upload = pending.as_ref().and_then(|v| v.uploads.as_ref()).and_then(|u| ObjectId::parse(&u.state));
     if let (Some(pending), Some(upload)) = (pending, upload) {
         let awaited = AwaitedUpload { version_id: id, form: Form::State, sealed: pending.object.clone() };
-        settle(state, &upload, &awaited, Some(pending)).await?;
+        let arrival = settle(state, &upload, &awaited, Some(pending.clone())).await?;
+        // Nothing landed, and nothing can any more: the workspace waits for it no longer.
+        if arrival == Arrival::Ignored && links_expired(&pending, state.config.state_link_lifetime, chrono::Utc::now())
+        {
+            discard(state, &pending, "its upload links expired unused".into()).await?;
+        }
     }
     Ok(workspaces::reread(store, &workspace.id, None).await?)
+}
+
+/// Whether a pending version's links can no longer bring anything: past their lifetime, with an
+/// hour's grace for a large upload begun just in time (a link is checked when a PUT begins).
+fn links_expired(pending: &StateVersion, lifetime: std::time::Duration, now: chrono::DateTime<chrono::Utc>) -> bool {
+    let Ok(created) = chrono::DateTime::parse_from_rfc3339(&pending.created_at) else { return false };
+    now > created + chrono::Duration::seconds(lifetime.as_secs() as i64 + 3600)
+}
+
+/// What became of the state version an upload to `object` was for, as far as its link's record
+/// tells: `None` once it is settled and the record gone (finalized), else the version's status.
+pub async fn status_after(store: &dyn ItemStore, object: &ObjectId) -> Result<Option<Status>> {
+    Ok(awaited(store, object).await?.and_then(|(_, version)| version.map(|version| version.status)))
 }
 
 async fn json_arrived(
@@ -232,4 +257,25 @@ async fn json_arrived(
         _ => state.blobs.delete_sealed(&sealed).await?,
     }
     Ok(Arrival::JsonStored { version_id: version.id })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_expire_an_hour_after_their_lifetime() {
+        let created = chrono::DateTime::parse_from_rfc3339("2026-11-28T10:00:00.000Z").unwrap().to_utc();
+        let pending: StateVersion = serde_json::from_value(serde_json::json!({
+            "id": "sv-a", "org_id": "o", "workspace_id": "ws-a", "sequence": 0, "serial": 1, "lineage": "",
+            "md5": "", "size": 0, "terraform_version": null, "state_version": 0,
+            "created_at": crate::api::timestamp(created), "created_by": "u", "object": "x",
+            "output_count": 0, "resource_count": 0, "status": "pending",
+        }))
+        .unwrap();
+        let lifetime = std::time::Duration::from_secs(300);
+        let at = |seconds| created + chrono::Duration::seconds(seconds);
+        assert!(!links_expired(&pending, lifetime, at(300 + 3600)), "an upload begun just in time may still land");
+        assert!(links_expired(&pending, lifetime, at(300 + 3601)));
+    }
 }

@@ -129,10 +129,17 @@ pub async fn create(
         }
     }
     let Recorded { version, superseded } = recorded?.ok_or_else(busy)?;
-    if let Some(superseded) = superseded {
-        super::uploads::forget(state, &superseded).await?;
-    }
+    forget_superseded(state, superseded).await;
     Ok(Created { version, seen: Seen { workspace, org, may }, upload_links: None })
+}
+
+/// Takes back what a superseded version had sealed, after the write that superseded it: a
+/// failure is logged, not the write's (it committed; the objects are unnamed, unread).
+async fn forget_superseded(state: &AppState, superseded: Option<StateVersion>) {
+    let Some(superseded) = superseded else { return };
+    if let Err(e) = super::uploads::forget(state, &superseded).await {
+        tracing::warn!(version = %superseded.id, error = %e, "a superseded version's objects are left behind");
+    }
 }
 
 fn busy() -> StateError {
@@ -189,34 +196,47 @@ async fn create_pending(
         async move { state.blobs.upload_url(&id, lifetime).await }
     };
     let links = (link(&uploads.state).await?, link(&uploads.json).await?);
-    let mut transaction = Transaction::new();
-    transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
-    transaction.add(pointer::create(&version.id, &version.key())?);
     // Kept past the links' lifetime, so that a late event for an upload made in time still finds
     // its version.
     let expires = chrono::Utc::now().timestamp() + lifetime.as_secs() as i64 + 24 * 3600;
-    let json_object = version.json_object.clone().unwrap_or_default();
-    for (upload, form, sealed) in
-        [(&uploads.state, Form::State, &version.object), (&uploads.json, Form::Json, &json_object)]
-    {
-        let awaited = AwaitedUpload { version_id: version.id.clone(), form, sealed: sealed.clone() };
-        let item = Item::from_value(keys::pending_state_upload(upload), &awaited)?.with_ttl(expires);
-        transaction.add(Write::Put { item, condition: Condition::NotExists });
-    }
-    // The workspace waits for it, as read, and no longer for one before it that never landed: a
-    // write that won meanwhile makes this one try again.
-    let unchanged = transaction.add(workspaces::await_state(workspace, Some(version.id.clone()))?);
-    let superseded = supersede(state.store.as_ref(), workspace).await?.map(|(pending, discard)| {
-        transaction.add(discard);
-        pending
-    });
-    match transaction.commit(state.store.as_ref()).await {
-        Err(e) if e.failed_on(unchanged) => return Err(busy()),
-        other => other?,
-    }
-    if let Some(superseded) = superseded {
-        super::uploads::forget(state, &superseded).await?;
-    }
+    let store = state.store.as_ref();
+    let (version, uploads, mut first) = (&version, &uploads, Some(workspace.clone()));
+    let made = retry_on_race(|| {
+        let first = first.take();
+        async move {
+            // A write of the workspace that won meanwhile (a setting, a pool) is read, and the
+            // lock and serial checked again.
+            let workspace = workspaces::reread(store, &version.workspace_id, first).await?;
+            check_write(&workspace, Some(principal), version.serial, Some(&version.lineage), version.force)?;
+            let version = StateVersion { lock_generation: workspace.locks_taken, ..version.clone() };
+            let mut transaction = Transaction::new();
+            transaction.add(Write::Put { item: version.to_item()?, condition: Condition::NotExists });
+            transaction.add(pointer::create(&version.id, &version.key())?);
+            let json_object = version.json_object.clone().unwrap_or_default();
+            for (upload, form, sealed) in
+                [(&uploads.state, Form::State, &version.object), (&uploads.json, Form::Json, &json_object)]
+            {
+                let awaited = AwaitedUpload { version_id: version.id.clone(), form, sealed: sealed.clone() };
+                let item = Item::from_value(keys::pending_state_upload(upload), &awaited)?.with_ttl(expires);
+                transaction.add(Write::Put { item, condition: Condition::NotExists });
+            }
+            // The workspace waits for it, as read, and no longer for one before it that never
+            // landed.
+            transaction.add(workspaces::await_state(&workspace, Some(version.id.clone()))?);
+            let superseded = supersede(store, &workspace).await?.map(|(pending, discard)| {
+                transaction.add(discard);
+                pending
+            });
+            // The workspace, or the version it waited for, changed meanwhile: read again.
+            match transaction.commit(store).await {
+                Err(e) if e.is_condition_failed() => Ok(None),
+                other => other.map(|()| Some((version, superseded))).map_err(StateError::from),
+            }
+        }
+    })
+    .await?;
+    let (version, superseded) = made.ok_or_else(busy)?;
+    forget_superseded(state, superseded).await;
     Ok((version, links))
 }
 
