@@ -47,13 +47,7 @@ pub async fn run(binaries: &Path, moto: &str, delay: Duration) -> String {
     let proxy = DelayProxy::start(moto, delay).await;
     let suffix = hangar::ids::random_token(10).to_lowercase();
     let (table_name, bucket) = (format!("hangar-bench-{suffix}"), format!("hangar-bench-{suffix}"));
-    let mut env: Vec<(&str, String)> = AWS_ENVIRONMENT.iter().map(|(name, value)| (*name, value.to_string())).collect();
-    env.extend([
-        ("AWS_ENDPOINT_URL", proxy.endpoint.clone()),
-        ("HANGAR_TABLE", table_name.clone()),
-        ("HANGAR_BUCKET", bucket.clone()),
-        ("HANGAR_UPLOAD_QUEUE", format!("hangar-bench-{suffix}")),
-    ]);
+    let env = dev_server_env(&proxy.endpoint, &suffix);
     let data_dir = tempfile::tempdir().expect("a temporary directory");
     // No rotation run during the figure: its reads would be counted as the requests'.
     let args = ["--store", "dynamodb", "--init", "--rotation-interval", "86400"];
@@ -189,17 +183,35 @@ fn per_request(calls: &Counts) -> String {
     format!("{} ({})", per(total), each.join(", "))
 }
 
-/// A DynamoDB client of the harness, through the proxy.
-async fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
+/// The SDK configuration of the harness's own AWS clients, through the proxy at `endpoint`.
+pub async fn harness_sdk(endpoint: &str) -> aws_config::SdkConfig {
     let [(_, access_key), (_, secret_key), (_, region)] = AWS_ENVIRONMENT;
     let credentials = aws_sdk_dynamodb::config::Credentials::new(access_key, secret_key, None, None, "bench");
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    aws_config::defaults(aws_config::BehaviorVersion::latest())
         .region(aws_config::Region::new(region))
         .credentials_provider(credentials)
         .endpoint_url(endpoint)
         .load()
-        .await;
-    aws_sdk_dynamodb::Client::new(&sdk)
+        .await
+}
+
+/// dev-server's environment on DynamoDB and S3 through the proxy at `endpoint`: its table,
+/// bucket and upload queue all named `hangar-bench-{suffix}`.
+pub fn dev_server_env(endpoint: &str, suffix: &str) -> Vec<(&'static str, String)> {
+    let mut env: Vec<(&str, String)> = AWS_ENVIRONMENT.iter().map(|(name, value)| (*name, value.to_string())).collect();
+    let name = format!("hangar-bench-{suffix}");
+    env.extend([
+        ("AWS_ENDPOINT_URL", endpoint.to_owned()),
+        ("HANGAR_TABLE", name.clone()),
+        ("HANGAR_BUCKET", name.clone()),
+        ("HANGAR_UPLOAD_QUEUE", name),
+    ]);
+    env
+}
+
+/// A DynamoDB client of the harness, through the proxy.
+async fn dynamodb_client(endpoint: &str) -> aws_sdk_dynamodb::Client {
+    aws_sdk_dynamodb::Client::new(&harness_sdk(endpoint).await)
 }
 
 /// The key of some item of the table (the raw GetItem reads it; which one does not matter).

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 
 use crate::aws_delay::DelayProxy;
 use crate::local::ADMIN_TOKEN;
-use crate::prod_path::AWS_ENVIRONMENT;
+use crate::prod_path::{dev_server_env, harness_sdk};
 use crate::server::start_dev_server;
 use crate::stats::{millis, ratio, table, Samples};
 
@@ -24,13 +24,7 @@ pub async fn run(binaries: &Path, moto: &str, delay: Duration) -> String {
     let proxy = DelayProxy::start(moto, delay).await;
     let suffix = hangar::ids::random_token(10).to_lowercase();
     let bucket = format!("hangar-bench-{suffix}");
-    let mut env: Vec<(&str, String)> = AWS_ENVIRONMENT.iter().map(|(name, value)| (*name, value.to_string())).collect();
-    env.extend([
-        ("AWS_ENDPOINT_URL", proxy.endpoint.clone()),
-        ("HANGAR_TABLE", format!("hangar-bench-{suffix}")),
-        ("HANGAR_BUCKET", bucket.clone()),
-        ("HANGAR_UPLOAD_QUEUE", format!("hangar-bench-{suffix}")),
-    ]);
+    let env = dev_server_env(&proxy.endpoint, &suffix);
     let data_dir = tempfile::tempdir().expect("a temporary directory");
     let args = ["--store", "dynamodb", "--init", "--tls", "--rotation-interval", "86400"];
     let (_hangar, address) = start_dev_server(&binaries.join("dev-server"), data_dir.path(), &args, &env);
@@ -184,14 +178,7 @@ async fn download(client: &reqwest::Client, url: &str, workspace: &str) -> (byte
 }
 
 async fn s3_client(endpoint: &str) -> aws_sdk_s3::Client {
-    let [(_, access_key), (_, secret_key), (_, region)] = AWS_ENVIRONMENT;
-    let credentials = aws_sdk_s3::config::Credentials::new(access_key, secret_key, None, None, "bench");
-    let sdk = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .region(aws_config::Region::new(region))
-        .credentials_provider(credentials)
-        .endpoint_url(endpoint)
-        .load()
-        .await;
+    let sdk = harness_sdk(endpoint).await;
     aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&sdk).force_path_style(true).build())
 }
 

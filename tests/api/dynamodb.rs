@@ -1,7 +1,6 @@
 //! dev-server with `--store dynamodb --init` against the AWS emulator: the accounts flows that
 //! lean hardest on the store (transactions, counters, cascades) behave as on SQLite.
 
-use aws_lambda_events::event::s3::S3Event;
 use hangar_tests::builders::{acme_on_dynamodb, new_module, new_version, private_module, version, workspace};
 use hangar_tests::{module_archive, spawn_on_dynamodb, spawn_on_dynamodb_without_queue, targz, Entry, TestApp};
 use serde_json::json;
@@ -54,7 +53,7 @@ async fn an_archive_put_on_s3_is_ingested_by_the_registry_ingest_handler() {
     assert_eq!(read().await.body["data"]["attributes"]["status"], "pending", "S3 ingests on its event, not on the PUT");
 
     let key = upload.split('?').next().unwrap().split("/upload/").nth(1).unwrap();
-    let event = s3_event(&app, &format!("upload/{key}"));
+    let event = app.s3_event(&format!("upload/{key}"));
     let state = app.second_state().await;
     let summary = hangar::jobs::ingest(&state, event.clone()).await.unwrap();
     assert_eq!(summary.ingested, [key]);
@@ -208,18 +207,6 @@ async fn a_module_s_item_does_not_grow_with_its_versions_on_dynamodb() {
     app.stop().await;
 }
 
-/// The ObjectCreated event S3 sends for `key` (the sample in `events/`, pointed at this bucket).
-fn s3_event(app: &TestApp, key: &str) -> S3Event {
-    let sample = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../events/registry-ingest.01-object-created.json"
-    ));
-    let mut event: serde_json::Value = serde_json::from_str(&sample.unwrap()).unwrap();
-    event["Records"][0]["s3"]["object"]["key"] = json!(key);
-    event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
-    serde_json::from_value(event).unwrap()
-}
-
 /// The bucket's keys under `prefix`.
 async fn keys_under(app: &TestApp, prefix: &str) -> Vec<String> {
     let moto = hangar_tests::moto_in_environment().await;
@@ -294,7 +281,7 @@ async fn of_concurrent_uploads_to_an_s3_link_one_is_ingested_once_and_served() {
     let state = app.second_state().await;
     let mut ingested = Vec::new();
     for _ in 0..10 {
-        let summary = hangar::jobs::ingest(&state, s3_event(&app, &format!("upload/{key}"))).await.unwrap();
+        let summary = hangar::jobs::ingest(&state, app.s3_event(&format!("upload/{key}"))).await.unwrap();
         ingested.extend(summary.ingested);
     }
     assert_eq!(ingested, [key], "one event is ingested, the others ignored");
@@ -339,7 +326,7 @@ async fn a_deeply_nested_default_is_dropped_so_the_version_stores_on_dynamodb() 
     assert_eq!(app.upload(&upload, targz(&[Entry::File("./main.tf.json", variables.as_bytes())])).await, 200);
     let key = upload.split('?').next().unwrap().split("/upload/").nth(1).unwrap();
     let state = app.second_state().await;
-    let summary = hangar::jobs::ingest(&state, s3_event(&app, &format!("upload/{key}"))).await.unwrap();
+    let summary = hangar::jobs::ingest(&state, app.s3_event(&format!("upload/{key}"))).await.unwrap();
     assert_eq!(summary.ingested, [key]);
     let read = app.get(&format!("{vpc}/version?module_version=1.0.0"), &app.admin_token).await;
     assert_eq!(read.status, 200, "{:?}", read.body);

@@ -536,11 +536,7 @@ async fn on_dynamodb_and_s3_a_state_uploaded_to_its_presigned_link_becomes_curre
     let worker = app.second_state().await;
     for link in [&json_link, &link] {
         let key = link.split('?').next().unwrap().split(&format!("/{}/", app.config.bucket)).nth(1).unwrap();
-        let sample = include_str!("../../events/registry-ingest.01-object-created.json");
-        let mut event: Value = serde_json::from_str(sample).unwrap();
-        event["Records"][0]["s3"]["object"]["key"] = json!(key);
-        event["Records"][0]["s3"]["bucket"]["name"] = json!(app.config.bucket);
-        let summary = hangar::jobs::ingest(&worker, serde_json::from_value(event).unwrap()).await.unwrap();
+        let summary = hangar::jobs::ingest(&worker, app.s3_event(key)).await.unwrap();
         assert_eq!(summary.ingested.len(), 1, "{summary:?}");
     }
     let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;

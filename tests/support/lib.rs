@@ -351,6 +351,16 @@ pub fn module_archive() -> Vec<u8> {
 }
 
 impl TestApp {
+    /// The ObjectCreated event S3 sends for `key` (the sample in `events/`, pointed at this
+    /// app's bucket), as the registry-ingest function receives it.
+    pub fn s3_event(&self, key: &str) -> aws_lambda_events::event::s3::S3Event {
+        let sample = include_str!("../../events/registry-ingest.01-object-created.json");
+        let mut event: serde_json::Value = serde_json::from_str(sample).expect("the sample is JSON");
+        event["Records"][0]["s3"]["object"]["key"] = serde_json::json!(key);
+        event["Records"][0]["s3"]["bucket"]["name"] = serde_json::json!(self.config.bucket);
+        serde_json::from_value(event).expect("the sample is an S3 event")
+    }
+
     /// PUTs an archive to an upload link the way clients do: no Authorization header.
     pub async fn upload(&self, url: &str, body: Vec<u8>) -> StatusCode {
         let url = if url.starts_with('/') { format!("{}{url}", self.url) } else { url.to_owned() };
