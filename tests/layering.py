@@ -31,7 +31,7 @@ LAYERS = {
     "auth": 3, "api": 3,
     "state": 2,
     "config": 1, "seal": 1, "blobs": 1, "store": 1, "aws": 1, "vcs": 1, "archive": 1, "ids": 1,
-    "names": 1, "lazy": 1, "owner_only": 1, "errors": 1, "identity": 1, "https": 1, "links": 1,
+    "names": 1, "lazy": 1, "owner_only": 1, "errors": 1, "identity": 1, "https": 1, "links": 1, "openpgp": 1,
 }
 # Files placed apart from their folder's layer, with the reason.
 FILE_LAYERS = {

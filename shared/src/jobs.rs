@@ -28,12 +28,18 @@ pub enum Landed {
 }
 
 /// Settles what waits for the upload `id`: a pending state version's state (its links say so),
-/// else a module version's archive.
+/// a provider version's file (its marker says so), else a module version's archive.
 pub async fn object_created(state: &AppState, id: &ObjectId) -> Result<Landed, crate::lambda::Error> {
     if let Some(arrival) = crate::state_versions::uploads::object_created(state, id).await? {
         tracing::info!(object = %id, arrival = ?arrival, "a state upload settled");
         return Ok(match arrival {
             Arrival::Ignored => Landed::Ignored,
+            _ => Landed::Settled,
+        });
+    }
+    if let Some(landed) = crate::registry::providers::object_created(state, id).await? {
+        return Ok(match landed {
+            crate::registry::providers::Landed::Ignored => Landed::Ignored,
             _ => Landed::Settled,
         });
     }

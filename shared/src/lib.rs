@@ -43,6 +43,7 @@ pub mod ids;
 pub mod lazy;
 pub mod links;
 pub mod names;
+pub mod openpgp;
 pub mod owner_only;
 pub mod seal;
 pub mod store;

@@ -15,6 +15,7 @@ mod events;
 mod hardening;
 mod monorepo;
 mod oauth_clients;
+mod providers;
 mod registry;
 mod registry_lifecycle;
 mod registry_metadata;

@@ -467,3 +467,42 @@ async fn a_state_write_costs_the_same_store_calls_at_one_and_ten_thousand_versio
     assert_eq!(body["data"]["attributes"]["serial"], 3);
     assert_eq!(current.rounds, workspace.rounds + 1, "{current:?} against {workspace:?}");
 }
+
+#[tokio::test]
+async fn a_provider_download_costs_the_same_at_one_and_a_thousand_versions_and_versions_one_batch() {
+    use crate::providers::{acme_with_widget, publish, Release, SIGNER};
+    use hangar::store::{keys, Condition, ItemStore, Write};
+    let (app, owners, key_id, gpg) = acme_with_widget(None).await;
+    assert_eq!(publish(&app, &owners, &key_id, &gpg, SIGNER, &Release::new("1.0.0")).await, [200, 200, 200]);
+    let (_, readers) = app.team_with_token("acme", "readers", json!({})).await;
+    let counted = Counted::on(&app).await;
+    let download = "/api/registry/v1/providers/acme/widget/1.0.0/download/linux/amd64";
+    let versions = "/api/registry/v1/providers/acme/widget/versions";
+    let (status, body, at_one) = counted.get(download, &readers).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The token with the organization's name marker; then the organization with the version.
+    assert_eq!((at_one.rounds, at_one.calls), (2, 2), "{at_one:?}");
+    let (status, body, listed) = counted.get(versions, &readers).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!((listed.rounds, listed.calls), (2, 2), "the token, then one batch: {listed:?}");
+
+    // 999 more versions, stored as the first one.
+    let store = app.store();
+    let org = store.get(&keys::organization_name("acme")).await.unwrap().unwrap();
+    let org_id = org.attrs().unwrap()["org_id"].as_str().unwrap().to_owned();
+    let first = store.get(&keys::provider_version(&org_id, "widget", "1.0.0")).await.unwrap().expect("1.0.0");
+    let seeded: Vec<Write> = (1..1000u64)
+        .map(|n| {
+            let mut item = first.clone();
+            item.key = keys::provider_version(&org_id, "widget", &format!("2.0.{n}"));
+            Write::Put { item, condition: Condition::Always }
+        })
+        .collect();
+    for chunk in seeded.chunks(100) {
+        store.transact(chunk.to_vec()).await.unwrap();
+    }
+    let (status, _, at_thousand) = counted.get(download, &readers).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(at_thousand, at_one, "a download reads the same at 1,000 versions as at 1");
+    app.stop().await;
+}

@@ -11,17 +11,17 @@ use reqwest::{redirect, StatusCode};
 use serde_json::json;
 
 /// A browser: no redirects followed, its own session cookie.
-struct Browser<'a> {
+pub(crate) struct Browser<'a> {
     app: &'a TestApp,
     client: reqwest::Client,
     cookie: Option<String>,
 }
 
 /// What a page answered.
-struct Answer {
-    status: StatusCode,
+pub(crate) struct Answer {
+    pub(crate) status: StatusCode,
     headers: HeaderMap,
-    html: String,
+    pub(crate) html: String,
 }
 
 impl Answer {
@@ -41,7 +41,7 @@ impl Answer {
 }
 
 impl<'a> Browser<'a> {
-    fn new(app: &'a TestApp) -> Self {
+    pub(crate) fn new(app: &'a TestApp) -> Self {
         let client = reqwest::Client::builder().redirect(redirect::Policy::none()).build().expect("a client");
         Browser { app, client, cookie: None }
     }
@@ -51,7 +51,7 @@ impl<'a> Browser<'a> {
         Answer { status, headers, html: response.text().await.expect("a body") }
     }
 
-    async fn get(&self, path: &str) -> Answer {
+    pub(crate) async fn get(&self, path: &str) -> Answer {
         let mut request = self.client.get(format!("{}{path}", self.app.url));
         if let Some(cookie) = &self.cookie {
             request = request.header(header::COOKIE, cookie);
@@ -99,7 +99,7 @@ impl<'a> Browser<'a> {
     }
 
     /// Signs in and keeps the cookie; returns the sign-in answer.
-    async fn sign_in(&mut self, token: &str) -> Answer {
+    pub(crate) async fn sign_in(&mut self, token: &str) -> Answer {
         let answer = self.try_sign_in(token).await;
         assert_eq!(answer.status, 303, "signing in: {}", answer.html);
         let set = answer.set_cookie().expect("a session cookie");

@@ -4,6 +4,7 @@
 pub mod aws_proxy;
 pub mod builders;
 pub mod counting;
+pub mod gpg;
 pub mod moto;
 
 use dev_server::{start, Options, Running, Store};

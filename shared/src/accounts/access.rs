@@ -206,6 +206,7 @@ fn permission_name(permission: Permission) -> &'static str {
     match permission {
         Permission::Read => "read",
         Permission::ManageModules => "manage-modules",
+        Permission::ManageProviders => "manage-providers",
         Permission::ManageAgentPools => "manage-agent-pools",
         Permission::ManageWorkspaces => "manage-workspaces",
         Permission::Own => "owners",

@@ -30,6 +30,7 @@ pub fn organization(org: &Organization, principal: &Principal) -> Resource {
                 "can-create-workspace": principal.can(&org.id, Permission::ManageWorkspaces),
                 "can-create-module": principal.can(&org.id, Permission::ManageModules),
                 "can-manage-agent-pools": principal.can(&org.id, Permission::ManageAgentPools),
+                "can-create-provider": principal.can(&org.id, Permission::ManageProviders),
             },
         }),
     )

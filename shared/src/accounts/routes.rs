@@ -158,6 +158,7 @@ struct TeamAttrs {
 #[serde(rename_all = "kebab-case")]
 struct IncomingAccess {
     manage_modules: Option<bool>,
+    manage_providers: Option<bool>,
     manage_agent_pools: Option<bool>,
     manage_workspaces: Option<bool>,
 }
@@ -166,6 +167,7 @@ impl From<IncomingAccess> for OrganizationAccess {
     fn from(access: IncomingAccess) -> Self {
         OrganizationAccess {
             manage_modules: access.manage_modules.unwrap_or(false),
+            manage_providers: access.manage_providers.unwrap_or(false),
             manage_agent_pools: access.manage_agent_pools.unwrap_or(false),
             manage_workspaces: access.manage_workspaces.unwrap_or(false),
         }

@@ -47,7 +47,12 @@ impl Team {
             id: new_id("team"),
             org_id: org_id.to_owned(),
             name: OWNERS.into(),
-            access: OrganizationAccess { manage_modules: true, manage_agent_pools: true, manage_workspaces: true },
+            access: OrganizationAccess {
+                manage_modules: true,
+                manage_providers: true,
+                manage_agent_pools: true,
+                manage_workspaces: true,
+            },
             visibility: "secret".into(),
             created_at: now.to_owned(),
             token: None,

@@ -17,6 +17,7 @@ use crate::api::ApiError;
 use crate::blobs::{BlobError, BlobStore, LocalBlobs, ObjectId, UploadHooks, UploadRefused, UPLOAD_CONTENT_TYPE};
 use crate::errors::Kind;
 use crate::links::Signed;
+use crate::registry::providers::Landed;
 use crate::registry::versions::UPLOAD_LINK_VALIDITY;
 use crate::state::AppState;
 use crate::state_versions::uploads::Arrival;
@@ -71,9 +72,13 @@ impl UploadHooks for SettleUploads {
         let validity = match crate::state_versions::uploads::awaits_upload(store, id).await {
             Ok(Some(true)) => self.0.config.state_link_lifetime,
             Ok(Some(false)) | Err(_) => return false,
-            Ok(None) => match crate::registry::ingest::awaits_upload(store, id).await {
-                Ok(true) => UPLOAD_LINK_VALIDITY,
-                Ok(false) | Err(_) => return false,
+            Ok(None) => match crate::registry::providers::awaits_upload(store, id).await {
+                Ok(Some(true)) => crate::registry::providers::UPLOAD_LINK_VALIDITY,
+                Ok(Some(false)) | Err(_) => return false,
+                Ok(None) => match crate::registry::ingest::awaits_upload(store, id).await {
+                    Ok(true) => UPLOAD_LINK_VALIDITY,
+                    Ok(false) | Err(_) => return false,
+                },
             },
         };
         let expires = chrono::Utc::now().timestamp() + validity.as_secs() as i64;
@@ -112,6 +117,19 @@ impl UploadHooks for SettleUploads {
             Err(e) => {
                 tracing::error!(object = %id, error = %e, "settling a state upload failed");
                 // The link may take it again.
+                let _ = state.blobs.delete(id).await;
+                let _ = upload_claims::release(state.store.as_ref(), id.as_str()).await;
+                return Err(UploadRefused::Failed(e.to_string()));
+            }
+        }
+        // A provider's file too: it is checked in a moment (an archive within the limits), and
+        // its uploader learns of a refusal.
+        match crate::registry::providers::object_created(state, id).await {
+            Ok(None) => {}
+            Ok(Some(Landed::Refused(reason))) => return Err(UploadRefused::Invalid(reason)),
+            Ok(Some(Landed::Accepted | Landed::Ignored)) => return Ok(()),
+            Err(e) => {
+                tracing::error!(object = %id, error = %e, "settling a provider upload failed");
                 let _ = state.blobs.delete(id).await;
                 let _ = upload_claims::release(state.store.as_ref(), id.as_str()).await;
                 return Err(UploadRefused::Failed(e.to_string()));

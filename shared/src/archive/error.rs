@@ -13,6 +13,8 @@ pub enum ArchiveError {
     Io(#[source] std::io::Error),
     #[error("the archive is not gzip-compressed")]
     NotGzip,
+    #[error("the archive is not a zip file")]
+    NotZip,
     #[error("the archive is truncated or corrupt: {0}")]
     Corrupt(String),
     #[error("the archive exceeds the {} compressed limit", Size(*.limit))]

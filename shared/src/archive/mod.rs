@@ -9,6 +9,7 @@ mod error;
 mod inflated;
 mod limits;
 mod paths;
+mod provider_zip;
 mod repack;
 mod sources;
 mod terraform;
@@ -24,6 +25,7 @@ use flate2::bufread::MultiGzDecoder;
 
 pub use error::{ArchiveError, LinkKind};
 pub use limits::ArchiveLimits;
+pub use provider_zip::{inspect_zip, inspect_zip_sync, ZipSummary};
 pub use repack::{repack, strip_top_directory};
 pub use terraform::{Input, ModuleCall, ModuleDirectory, ModuleMetadata, Output, ProviderDependency, Resource};
 

@@ -10,6 +10,8 @@ pub struct OrganizationAccess {
     #[serde(default)]
     pub manage_modules: bool,
     #[serde(default)]
+    pub manage_providers: bool,
+    #[serde(default)]
     pub manage_agent_pools: bool,
     #[serde(default)]
     pub manage_workspaces: bool,
@@ -21,6 +23,8 @@ pub enum Permission {
     /// See the organization and what it holds.
     Read,
     ManageModules,
+    /// Private providers and the GPG keys that sign them.
+    ManageProviders,
     ManageAgentPools,
     ManageWorkspaces,
     /// What only owners may do: teams, tokens, settings, deleting modules.
@@ -88,6 +92,7 @@ impl Principal {
             Principal::Team(grant) => match permission {
                 Permission::Read => true,
                 Permission::ManageModules => grant.access.manage_modules,
+                Permission::ManageProviders => grant.access.manage_providers,
                 Permission::ManageAgentPools => grant.access.manage_agent_pools,
                 Permission::ManageWorkspaces => grant.access.manage_workspaces,
                 Permission::Own => false,

@@ -27,6 +27,7 @@ const PROVIDER: &str = "/api/v2/organizations/{org}/registry-modules/{registry}/
 
 pub fn router() -> Router<AppState> {
     Router::new()
+        .merge(super::provider_routes::router())
         .route(ORG, get(list_modules).post(create_module))
         .route(&format!("{ORG}/vcs"), post(publish_module))
         .route("/api/v2/registry-modules", post(deprecated_publish_module))

@@ -15,6 +15,11 @@
 //! | a version's status entry (private only) | `ORG#<org-id>` | `VST#<name>#<provider>#<precedence>` | |
 //! | the module's version index: every entry again, one attribute each | `ORG#<org-id>` | `VIDX#<name>#<provider>` | |
 //! | pending upload | `UPLOAD#<object-id>` | `UPLOAD` | |
+//! | registry provider | `ORG#<org-id>` | `PROV#private#<name>`, `PROV#public#<namespace>#<name>` | |
+//! | provider version (private only; its platforms inside) | `ORG#<org-id>` | `PROVV#<name>#<version>` | |
+//! | a provider's version index: what the protocol lists, one attribute per version | `ORG#<org-id>` | `PROVIDX#<name>` | |
+//! | GPG key | `ORG#<org-id>` | `GPGKEY#<key-id>` | |
+//! | pending provider upload (SHA256SUMS, its signature, a binary) | `PROVUPLOAD#<object-id>` | `PROVUPLOAD` | |
 //! | agent pool | `ORG#<org-id>` | `POOL#<pool-id>` | |
 //! | agent pool name | `ORG#<org-id>` | `POOLNAME#<name>` | |
 //! | agent token | `ORG#<org-id>` | `AGENTTOKEN#<pool-id>#<token-id>` | |
@@ -285,6 +290,50 @@ pub fn module_downloads(org_id: &str, namespace: Option<&str>, name: &str, provi
 /// The version waiting for the archive uploaded as this object.
 pub fn pending_upload(object_id: &str) -> Key {
     Key::new(format!("UPLOAD#{object_id}"), "UPLOAD")
+}
+
+/// Where a registry provider lives: a private provider's namespace is its organization's name,
+/// so it is not part of its key (as a private module's).
+pub fn registry_provider(org_id: &str, namespace: Option<&str>, name: &str) -> Key {
+    let sk = match namespace {
+        None => format!("PROV#private#{name}"),
+        Some(namespace) => format!("PROV#public#{namespace}#{name}"),
+    };
+    Key::new(format!("ORG#{org_id}"), sk)
+}
+
+/// Every registry provider of an organization, private before public.
+pub fn registry_providers(org_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), "PROV#")
+}
+
+pub fn provider_version(org_id: &str, name: &str, version: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("PROVV#{name}#{version}"))
+}
+
+/// Every version of one private provider.
+pub fn provider_versions(org_id: &str, name: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("PROVV#{name}#"))
+}
+
+/// One item holding what the provider registry protocol lists of each version of a private
+/// provider, so that its `versions` is read by key.
+pub fn provider_version_index(org_id: &str, name: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("PROVIDX#{name}"))
+}
+
+pub fn gpg_key(org_id: &str, key_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("GPGKEY#{key_id}"))
+}
+
+pub fn gpg_keys(org_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), "GPGKEY#")
+}
+
+/// The provider version part (SHA256SUMS, its signature, a platform's binary) waiting for
+/// the file uploaded as this object.
+pub fn provider_upload(object_id: &str) -> Key {
+    Key::new(format!("PROVUPLOAD#{object_id}"), "PROVUPLOAD")
 }
 
 pub fn agent_pool(org_id: &str, pool_id: &str) -> Key {

@@ -1,6 +1,6 @@
 //! Ownership between items, for cascading deletes: an item names, in its `satellites`
 //! attribute, the items it owns outside its own partition (id pointers, tokens), and in `blob`
-//! an archive it owns, and in `sealed` the sealed objects it owns (a state version's state and its
+//! an archive it owns (in `blobs` when it owns several), and in `sealed` the sealed objects it owns (a state version's state and its
 //! JSON form), which are deleted apart (`BlobStore::delete_sealed`). Deleting a partition then deletes what its items own, whatever family
 //! wrote them.
 
@@ -11,6 +11,7 @@ use super::{Item, Key, StoreError};
 
 pub const SATELLITES: &str = "satellites";
 pub const BLOB: &str = "blob";
+pub const BLOBS: &str = "blobs";
 pub const SEALED: &str = "sealed";
 
 /// The `satellites` attribute value for items owned outside the partition.
@@ -24,6 +25,9 @@ struct Owner {
     #[serde(default)]
     satellites: Vec<Key>,
     blob: Option<String>,
+    /// An item owning several objects (a provider version's files) names them all here.
+    #[serde(default)]
+    blobs: Vec<String>,
     #[serde(default)]
     sealed: Vec<String>,
 }
@@ -43,18 +47,18 @@ pub struct Owned {
 /// record nested past the parser's limit, written before ingest bounded what it keeps) is
 /// deleted all the same, as owning nothing, and the log says so.
 pub fn owned_by(item: &Item) -> Result<Owned, StoreError> {
-    let Owner { mut satellites, blob, sealed } = match item.parse() {
+    let Owner { mut satellites, blob, blobs, sealed } = match item.parse() {
         Ok(owner) => owner,
         // Only a record nested past the parser's limit: any other failure is a fault to report,
         // not a reason to leave what the item owns behind.
         Err(e) if e.to_string().contains("recursion limit") => {
             tracing::warn!(key = ?item.key, error = %e, "an unreadable item is deleted as owning nothing");
-            Owner { satellites: Vec::new(), blob: None, sealed: Vec::new() }
+            Owner { satellites: Vec::new(), blob: None, blobs: Vec::new(), sealed: Vec::new() }
         }
         Err(e) => return Err(e),
     };
     satellites.push(item.key.clone());
-    Ok(Owned { keys: satellites, objects: blob.into_iter().collect(), sealed })
+    Ok(Owned { keys: satellites, objects: blob.into_iter().chain(blobs).collect(), sealed })
 }
 
 #[cfg(all(test, feature = "sqlite"))]

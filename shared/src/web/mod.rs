@@ -54,6 +54,7 @@ fn routes() -> Router<AppState> {
         .route("/app/sign-out", get(pages::sign_in::sign_out_form).post(pages::sign_in::sign_out).layer(forms))
         .route("/app/organizations/{org}", get(pages::organizations::show))
         .route("/app/organizations/{org}/modules", get(pages::modules::list))
+        .route("/app/organizations/{org}/providers", get(pages::providers::list))
         .route("/app/organizations/{org}/workspaces/{name}", get(pages::workspace::show))
         .route("/app/organizations/{org}/modules/{registry}/{namespace}/{name}/{provider}", get(pages::module::show))
         .route("/app/organizations/{org}/agent-pools", get(pages::agents::pools))

@@ -89,6 +89,7 @@ impl Viewer {
                 let access = &grant.access;
                 let may: Vec<&str> = [
                     (access.manage_modules, "manage modules"),
+                    (access.manage_providers, "manage providers"),
                     (access.manage_agent_pools, "manage agent pools"),
                     (access.manage_workspaces, "manage workspaces"),
                 ]

@@ -1,11 +1,13 @@
 //! The module registry protocol that `terraform init` speaks (function `registry-protocol`):
 //! service discovery, the private registry under `/api/registry/v1/modules` (namespace = the
 //! organization's name, only `ok` versions), and the public proxy under
-//! `/api/registry/public/v1/modules` for modules an organization has curated.
+//! `/api/registry/public/v1/modules` for modules an organization has curated, and the private
+//! providers under `/api/registry/v1/providers`.
 
 mod detail;
 mod error;
 mod private;
+mod providers;
 mod proxy;
 
 use axum::middleware;
@@ -24,6 +26,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/.well-known/terraform.json", get(discovery))
         .merge(private::routes())
+        .merge(providers::routes())
         .merge(proxy::routes())
         // Unknown paths under /api/registry answer in the protocol's own error shape too.
         .route("/api/registry/{*rest}", any(|| async { ProtocolError::NotFound }))
@@ -34,6 +37,7 @@ pub fn router() -> Router<AppState> {
 async fn discovery() -> Json<Value> {
     Json(json!({
         "modules.v1": "/api/registry/v1/modules/",
+        "providers.v1": "/api/registry/v1/providers/",
         "tfe.v2": "/api/v2/",
         "tfe.v2.1": "/api/v2/",
         "tfe.v2.2": "/api/v2/",

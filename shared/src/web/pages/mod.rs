@@ -6,6 +6,7 @@ pub mod broker;
 pub mod module;
 pub mod modules;
 pub mod organizations;
+pub mod providers;
 pub mod sign_in;
 pub mod workspace;
 

@@ -67,6 +67,7 @@ pub async fn show(
         p.summary { "Created " (layout::time(&org.created_at)) ". Signed in as " (viewer.describe()) "." }
         ul.holdings {
             li { a href={ (base) "/modules" } { (org.private_module_count + org.public_module_count) " modules" } }
+            li { a href={ (base) "/providers" } { "Providers" } }
             li { a href={ (base) "/agent-pools" } { "Agent pools" } }
             li { (seen) " workspaces" }
         }
