@@ -6,7 +6,7 @@ use std::io::Write;
 
 use hangar::archive::ArchiveLimits;
 use hangar::config::Config;
-use hangar_tests::builders::{acme, acme_with};
+use hangar_tests::builders::{acme, acme_on_dynamodb, acme_with};
 use hangar_tests::gpg::Gpg;
 use hangar_tests::TestApp;
 use serde_json::{json, Value};
@@ -55,16 +55,22 @@ pub(crate) async fn acme_with_widget(config: Option<Config>) -> (TestApp, String
         Some(config) => acme_with(config).await,
         None => acme().await,
     };
+    let (key_id, gpg) = widget_on(&app, &owners).await;
+    (app, owners, key_id, gpg)
+}
+
+/// Registers a signing key in `acme` and creates its private provider `widget`.
+async fn widget_on(app: &TestApp, owners: &str) -> (String, Gpg) {
     let gpg = Gpg::new();
     let armor = gpg.generate(SIGNER);
-    let key = app.post(KEYS, &owners, key_body("acme", &armor)).await;
+    let key = app.post(KEYS, owners, key_body("acme", &armor)).await;
     assert_eq!(key.status, 201, "{:?}", key.body);
     assert_eq!(key.body["data"]["attributes"]["ascii-armor"], armor, "the armor comes back as sent");
     let key_id = key.body["data"]["attributes"]["key-id"].as_str().unwrap().to_owned();
     assert_eq!(key_id.len(), 16);
-    let created = app.post(PROVIDERS, &owners, provider_body("widget", "acme", "private")).await;
+    let created = app.post(PROVIDERS, owners, provider_body("widget", "acme", "private")).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
-    (app, owners, key_id, gpg)
+    (key_id, gpg)
 }
 
 fn key_body(namespace: &str, armor: &str) -> Value {
@@ -457,5 +463,31 @@ async fn the_console_lists_providers_their_platforms_and_a_usage_snippet() {
     let mut stranger = crate::web_console::Browser::new(&app);
     stranger.sign_in(&app.owners_token("other").await).await;
     assert_eq!(stranger.get("/app/organizations/acme/providers").await.status, 404);
+    app.stop().await;
+}
+
+/// The AWS path: each file PUT on its pre-signed S3 link, settled from the bucket's events, and
+/// the package's files fetched from S3 through pre-signed links.
+#[tokio::test]
+#[ignore = "needs the AWS emulator"]
+async fn on_dynamodb_and_s3_a_release_settles_from_the_buckets_events_and_downloads_from_s3() {
+    let (app, owners) = acme_on_dynamodb().await;
+    let (key_id, gpg) = widget_on(&app, &owners).await;
+    let release = Release::new("1.0.0");
+    assert_eq!(publish(&app, &owners, &key_id, &gpg, SIGNER, &release).await, [200, 200, 200]);
+    let mut listed = Vec::new();
+    for _ in 0..600 {
+        listed = listed_versions(&app, &owners).await;
+        if !listed.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(listed, ["1.0.0"], "settled from the bucket's events");
+    let download = app.get("/api/registry/v1/providers/acme/widget/1.0.0/download/linux/amd64", &owners).await;
+    let archive_url = download.body["download_url"].as_str().unwrap();
+    assert!(archive_url.contains("X-Amz-Signature"), "a pre-signed S3 link: {archive_url}");
+    assert_eq!(fetch(&app, archive_url).await, (200, release.archive.clone()));
+    assert_eq!(fetch(&app, download.body["shasums_url"].as_str().unwrap()).await, (200, release.sums.clone()));
     app.stop().await;
 }
