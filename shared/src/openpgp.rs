@@ -1,10 +1,12 @@
 //! OpenPGP, for provider releases: a GPG key is parsed when it is registered (a public key, and
 //! its key id as Terraform and HCP name it), and a release's `SHA256SUMS.sig` is checked as
-//! Terraform checks it, a detached signature of `SHA256SUMS` by the key or one of its subkeys.
+//! Terraform 1.0.3 checks it, a binary detached signature of `SHA256SUMS` by the key or one of its
+//! signing subkeys.
 
 use std::io::Cursor;
 
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::crypto::public_key::PublicKeyAlgorithm;
 use pgp::types::KeyDetails;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -24,11 +26,34 @@ pub struct PublicKey {
     pub key_id: String,
 }
 
+/// Parses a key as Terraform 1.0.3's OpenPGP library can use it: an RSA or DSA key (it knows no
+/// EdDSA), its bindings valid, not revoked.
 fn parse(armor: &str) -> Result<SignedPublicKey, PgpError> {
     let (key, _) =
         SignedPublicKey::from_string(armor.trim()).map_err(|e| PgpError::NotAPublicKey(first_line(&e.to_string())))?;
     key.verify_bindings().map_err(|e| PgpError::NotAPublicKey(first_line(&e.to_string())))?;
+    if !terraform_reads(key.primary_key.algorithm()) {
+        let algorithm = key.primary_key.algorithm();
+        return Err(PgpError::NotAPublicKey(format!(
+            "a {algorithm:?} key, which Terraform cannot check signatures with: use an RSA key"
+        )));
+    }
+    if !key.details.revocation_signatures.is_empty() {
+        return Err(PgpError::NotAPublicKey("the key is revoked".into()));
+    }
     Ok(key)
+}
+
+fn terraform_reads(algorithm: PublicKeyAlgorithm) -> bool {
+    matches!(algorithm, PublicKeyAlgorithm::RSA | PublicKeyAlgorithm::RSASign | PublicKeyAlgorithm::DSA)
+}
+
+/// Whether the primary key may sign data, as Terraform's library decides: its user IDs'
+/// self-signatures allow signing, or none of them sets key flags at all.
+fn primary_signs(key: &SignedPublicKey) -> bool {
+    let flags: Vec<_> = key.details.users.iter().flat_map(|user| &user.signatures).map(|s| s.key_flags()).collect();
+    let set = |f: &pgp::packet::KeyFlags| f.sign() || f.certify() || f.encrypt_comms() || f.encrypt_storage();
+    flags.iter().any(|f| f.sign()) || !flags.iter().any(set)
 }
 
 /// Parses an ASCII-armored public key (one key, its bindings valid).
@@ -41,15 +66,21 @@ pub fn public_key(armor: &str) -> Result<PublicKey, PgpError> {
 /// signature of `document` by the key in `armor` or one of its subkeys.
 pub fn verify_detached(armor: &str, document: &[u8], signature: &[u8]) -> Result<(), PgpError> {
     let key = parse(armor)?;
-    let signature = if signature.trim_ascii_start().starts_with(b"-----BEGIN") {
-        let text = std::str::from_utf8(signature).map_err(|e| PgpError::NotASignature(e.to_string()))?;
-        DetachedSignature::from_string(text).map(|(signature, _)| signature)
-    } else {
-        DetachedSignature::from_bytes(Cursor::new(signature))
+    // Terraform reads the signature as raw packets: an armored one fails there, so here too.
+    if signature.trim_ascii_start().starts_with(b"-----BEGIN") {
+        return Err(PgpError::NotASignature(
+            "it is ASCII-armored; upload the binary signature (`gpg --detach-sign`, without `--armor`)".into(),
+        ));
     }
-    .map_err(|e| PgpError::NotASignature(first_line(&e.to_string())))?;
-    let primary = signature.verify(&key.primary_key, document).is_ok();
-    if primary || key.public_subkeys.iter().any(|sub| signature.verify(&sub.key, document).is_ok()) {
+    let signature = DetachedSignature::from_bytes(Cursor::new(signature))
+        .map_err(|e| PgpError::NotASignature(first_line(&e.to_string())))?;
+    let primary = primary_signs(&key) && signature.verify(&key.primary_key, document).is_ok();
+    // A subkey signs only if its binding says it may, and only with an algorithm Terraform knows.
+    let signing = key
+        .public_subkeys
+        .iter()
+        .filter(|sub| terraform_reads(sub.key.algorithm()) && sub.signatures.iter().any(|s| s.key_flags().sign()));
+    if primary || signing.into_iter().any(|sub| signature.verify(&sub.key, document).is_ok()) {
         return Ok(());
     }
     Err(PgpError::DoesNotVerify)

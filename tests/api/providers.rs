@@ -244,6 +244,16 @@ async fn sums_signed_by_a_key_the_version_does_not_name_are_never_served() {
     assert_eq!(app.upload(&link(&version, "shasums-upload"), garbage.sums.clone()).await, 200);
     let read = app.get(&format!("{WIDGET}/versions/1.1.0"), &owners).await;
     assert!(read.body["data"]["attributes"]["error"].as_str().unwrap_or_default().contains("SHA256SUMS.sig"));
+
+    // An armored signature by the right key: Terraform reads only binary ones.
+    let armored = Release::new("1.2.0");
+    let (version, _) = create_release(&app, &owners, &key_id, &armored).await;
+    assert_eq!(app.upload(&link(&version, "shasums-upload"), armored.sums.clone()).await, 200);
+    assert_eq!(app.upload(&link(&version, "shasums-sig-upload"), gpg.sign_armored(SIGNER, &armored.sums)).await, 200);
+    let read = app.get(&format!("{WIDGET}/versions/1.2.0"), &owners).await;
+    let error = read.body["data"]["attributes"]["error"].as_str().unwrap_or_default().to_owned();
+    assert!(error.contains("ASCII-armored"), "{:?}", read.body);
+    assert!(listed_versions(&app, &owners).await.is_empty());
     app.stop().await;
 }
 

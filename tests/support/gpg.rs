@@ -53,8 +53,18 @@ impl Gpg {
 
     /// A binary detached signature of `data` by `uid`'s key, as `gpg --detach-sign` makes it.
     pub fn sign(&self, uid: &str, data: &[u8]) -> Vec<u8> {
+        self.detach_sign(uid, data, &[])
+    }
+
+    /// The same, ASCII-armored (`--armor`), which Terraform cannot read.
+    pub fn sign_armored(&self, uid: &str, data: &[u8]) -> Vec<u8> {
+        self.detach_sign(uid, data, &["--armor"])
+    }
+
+    fn detach_sign(&self, uid: &str, data: &[u8], extra: &[&str]) -> Vec<u8> {
         let mut child = self
             .command()
+            .args(extra)
             .args(["--local-user", uid, "--detach-sign", "--output", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -149,7 +149,8 @@ pub async fn update(
             e => return Err(e),
         },
     };
-    let moved = GpgKey { org_id: target.id.clone(), updated_at: timestamp(chrono::Utc::now()), ..key.clone() };
+    // Moved only while it signs nothing (the delete's condition): it arrives signing nothing.
+    let moved = GpgKey { org_id: target.id.clone(), updated_at: timestamp(chrono::Utc::now()), uses: 0, ..key.clone() };
     let mut transaction = Transaction::new();
     let unused = transaction.add(Write::Delete { key: keys::gpg_key(&org.id, &key.key_id), condition: unused() });
     let free = transaction.add(Write::Put { item: moved.item()?, condition: Condition::NotExists });

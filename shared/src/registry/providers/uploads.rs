@@ -68,7 +68,7 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Optio
     };
     let copy = ObjectId::generate();
     let checked = if size > limit {
-        Checked::Refused(format!("the file is {size} bytes, over the limit of {limit}"))
+        Checked::Refused(over(limit))
     } else {
         match state.blobs.copy_upload(object, &copy).await {
             Ok(()) => check(state.blobs.as_ref(), &copy, &marker.part, state.config.archive_limits).await?,
@@ -113,12 +113,20 @@ enum Checked {
 
 async fn check(blobs: &dyn BlobStore, copy: &ObjectId, part: &Part, limits: ArchiveLimits) -> Result<Checked> {
     Ok(match part {
-        Part::Shasums => match parse_sums(&read_whole(blobs, copy, SHASUMS_LIMIT).await?) {
-            Ok(_) => Checked::Sound { sha256: None },
-            Err(reason) => Checked::Refused(reason),
+        // The copy is measured again: a PUT that replaced the upload after its size was looked
+        // at must not bring a larger file in.
+        Part::Shasums => match read_whole(blobs, copy, SHASUMS_LIMIT).await? {
+            body if body.len() as u64 > SHASUMS_LIMIT => Checked::Refused(over(SHASUMS_LIMIT)),
+            body => match parse_sums(&body) {
+                Ok(_) => Checked::Sound { sha256: None },
+                Err(reason) => Checked::Refused(reason),
+            },
         },
         // Checked with SHA256SUMS, once both are in.
-        Part::ShasumsSig => Checked::Sound { sha256: None },
+        Part::ShasumsSig => match read_whole(blobs, copy, SIGNATURE_LIMIT).await? {
+            body if body.len() as u64 > SIGNATURE_LIMIT => Checked::Refused(over(SIGNATURE_LIMIT)),
+            _ => Checked::Sound { sha256: None },
+        },
         Part::Binary { .. } => {
             let reader = blobs.open(copy).await?.into_blocking();
             match archive::inspect_zip(reader, limits).await {
@@ -127,6 +135,10 @@ async fn check(blobs: &dyn BlobStore, copy: &ObjectId, part: &Part, limits: Arch
             }
         }
     })
+}
+
+fn over(limit: u64) -> String {
+    format!("the file is over the limit of {limit} bytes")
 }
 
 async fn read_whole(blobs: &dyn BlobStore, id: &ObjectId, limit: u64) -> Result<Vec<u8>> {
@@ -143,21 +155,24 @@ async fn read_whole(blobs: &dyn BlobStore, id: &ObjectId, limit: u64) -> Result<
     Ok(body)
 }
 
-/// `SHA256SUMS` as `shasum` writes it: `<64 hex digits>  <filename>` per line (one space, or a
-/// `*` for binary mode, also taken).
+/// `SHA256SUMS` as `shasum` writes it, read as Terraform reads it: per line, whitespace-separated
+/// fields, the first a SHA-256 in hex and the second the filename. A blank line, or two lines for
+/// one filename (Terraform takes the first, `shasum -c` checks both), are refused.
 fn parse_sums(body: &[u8]) -> std::result::Result<BTreeMap<String, String>, String> {
     let text = std::str::from_utf8(body).map_err(|_| "SHA256SUMS is not text".to_owned())?;
     let mut sums = BTreeMap::new();
-    for (number, line) in text.lines().enumerate().filter(|(_, line)| !line.trim().is_empty()) {
-        let parsed = line.split_once(' ').and_then(|(sum, name)| {
-            let name = name.trim_start_matches(' ').trim_start_matches('*').trim_end();
-            let hex = sum.len() == 64 && sum.bytes().all(|b| b.is_ascii_hexdigit());
-            (hex && !name.is_empty()).then(|| (name.to_owned(), sum.to_ascii_lowercase()))
-        });
-        let Some((name, sum)) = parsed else {
+    // Terraform 1.0.3 fails on a blank line inside (it reads each line's first field), so such a
+    // file is refused; a file's final newline is no blank line.
+    for (number, line) in text.strip_suffix('\n').unwrap_or(text).split('\n').enumerate() {
+        let mut fields = line.split_whitespace();
+        let (sum, name) = (fields.next().unwrap_or_default(), fields.next());
+        let hex = sum.len() == 64 && sum.bytes().all(|b| b.is_ascii_hexdigit());
+        let Some(name) = name.filter(|_| hex) else {
             return Err(format!("line {} of SHA256SUMS is not `<sha256>  <filename>`", number + 1));
         };
-        sums.insert(name, sum);
+        if sums.insert(name.to_owned(), sum.to_ascii_lowercase()).is_some() {
+            return Err(format!("SHA256SUMS lists {name} twice"));
+        }
     }
     if sums.is_empty() {
         return Err("SHA256SUMS lists no file".into());
@@ -287,4 +302,21 @@ fn verify_signature(version: &mut ProviderVersion, signed: &Option<Signed>) -> b
         }
     }
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_sums;
+
+    #[test]
+    fn sums_are_read_as_terraform_reads_them() {
+        let (a, b) = ("a".repeat(64), "B".repeat(64));
+        let sums = parse_sums(format!("{a}  x.zip\n{b}  *y.zip\n").as_bytes()).unwrap();
+        assert_eq!(sums["x.zip"], a);
+        assert_eq!(sums["*y.zip"], "b".repeat(64), "a filename is the second field as it stands");
+        assert!(parse_sums(format!("{a}  x.zip\n{b} x.zip\n").as_bytes()).is_err(), "a filename twice");
+        assert!(parse_sums(format!("{a}  x.zip\n\n").as_bytes()).is_err(), "a blank line");
+        assert!(parse_sums(b"not sums\n").is_err());
+        assert!(parse_sums(b"").is_err());
+    }
 }

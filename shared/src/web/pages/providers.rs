@@ -40,7 +40,8 @@ pub async fn list(
                 namespace: namespace.clone(),
                 name: provider.name.to_string(),
             };
-            let all = PageRequest { number: 1, size: 100 };
+            // The latest versions: every one in order (a version item is read whole either way).
+            let all = PageRequest { number: 1, size: usize::MAX };
             let (mut versions, _) = providers::list_versions(&state, principal, &org.name, &address, &all).await?;
             versions.reverse();
             versions.truncate(VERSIONS_SHOWN);
