@@ -156,6 +156,13 @@ async fn a_signed_release_is_served_through_the_protocol_with_its_key_and_files(
     assert_eq!(platform.body["data"]["attributes"]["provider-binary-uploaded"], true);
     assert_eq!(platform.body["data"]["attributes"]["error"], Value::Null);
 
+    let included = app.get(&format!("{WIDGET}?include=registry-provider-versions"), &owners).await;
+    assert_eq!(included.status, 200, "{:?}", included.body);
+    let linkage = &included.body["data"]["relationships"]["registry-provider-versions"]["data"];
+    assert_eq!(linkage[0]["id"], version.body["data"]["id"]);
+    assert_eq!(included.body["included"][0]["attributes"]["version"], "1.0.0");
+    assert_eq!(app.get(&format!("{WIDGET}?include=organization"), &owners).await.status, 400);
+
     let discovery = app.request(reqwest::Method::GET, "/.well-known/terraform.json", None, None).await;
     assert_eq!(discovery.body["providers.v1"], "/api/registry/v1/providers/");
     let listed = app.get("/api/registry/v1/providers/acme/widget/versions", &owners).await;
@@ -350,6 +357,14 @@ async fn requests_hcp_refuses_are_refused_with_the_attribute_named() {
         assert_eq!(reply.status, 422, "{name}");
         assert_eq!(reply.body["errors"][0]["source"]["pointer"], pointer);
     }
+    let blank = app.post(PROVIDERS, &owners, provider_body("gadget", "acme", "")).await;
+    assert_eq!(blank.status, 422, "go-tfe's unset registry name");
+    assert_eq!(blank.body["errors"][0]["source"]["pointer"], "/data/attributes/registry-name");
+    app.create_organization("Big_Corp").await;
+    let big = app.owners_token("Big_Corp").await;
+    let unreadable = "/api/v2/organizations/Big_Corp/registry-providers";
+    let refused = app.post(unreadable, &big, provider_body("widget", "Big_Corp", "private")).await;
+    assert_eq!(refused.status, 422, "Terraform would look for big_corp, and refuse `_`: {:?}", refused.body);
     let elsewhere = app.post(PROVIDERS, &owners, provider_body("gadget", "other", "private")).await;
     assert_eq!(elsewhere.status, 422, "a private provider lives in its organization's namespace");
     assert_eq!(app.post(PROVIDERS, &owners, provider_body("widget", "acme", "private")).await.status, 422, "twice");

@@ -10,7 +10,7 @@ use serde::Deserialize;
 use super::names::RegistryName;
 use super::provider_render as render;
 use super::providers::{self, NewPlatform, NewProvider, NewVersion, ProviderAddress, ProviderFilter};
-use crate::api::{ApiError, Document, Field, JsonApiBody, Listing};
+use crate::api::{ApiError, Document, Field, JsonApiBody, Listing, QueryParams};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -177,10 +177,38 @@ async fn show_provider(
     State(state): State<AppState>,
     principal: Principal,
     Path(path): Path<ProviderPath>,
+    params: QueryParams,
 ) -> Result<Document> {
-    let read = crate::auth::Permission::Read;
-    let (provider, org) = providers::get(&state, &principal, &path.org, &path.address(), read).await?;
-    Ok(Document::one(render::provider(&provider, &org, &principal, &[])))
+    let with_versions = includes_versions(&params)?;
+    let (provider, org, versions) =
+        providers::show_provider(&state, &principal, &path.org, &path.address(), with_versions).await?;
+    let ids: Vec<&str> = versions.iter().map(|shown| shown.version.id.as_str()).collect();
+    let document = Document::one(render::provider(&provider, &org, &principal, &ids));
+    if !with_versions {
+        return Ok(document);
+    }
+    let path = path.path();
+    let included = versions.iter().map(|shown| render::version(&shown.version, &shown.links, &path, &principal));
+    Ok(document.included(included.collect()))
+}
+
+/// Whether the request asks to include the versions (`include=registry-provider-versions`, as
+/// go-tfe sends it); any other inclusion is refused, as JSON:API asks of a server that cannot
+/// include it.
+fn includes_versions(params: &QueryParams) -> Result<bool> {
+    let Some(include) = params.non_empty("include") else { return Ok(false) };
+    let mut versions = false;
+    for name in include.split(',') {
+        match name.trim() {
+            "registry-provider-versions" => versions = true,
+            other => {
+                return Err(ApiError::bad_request(format!(
+                    "`include`: `{other}` cannot be included; `registry-provider-versions` can."
+                )))
+            }
+        }
+    }
+    Ok(versions)
 }
 
 async fn delete_provider(
@@ -230,11 +258,11 @@ async fn list_versions(
 ) -> Result<Document> {
     let (versions, total) =
         providers::list_versions(&state, &principal, &path.org, &path.address(), &listing.page).await?;
-    let mut resources = Vec::with_capacity(versions.len());
-    for version in &versions {
-        let links = providers::links(state.blobs.as_ref(), &principal, version).await?;
-        resources.push(render::version(version, &links, &path.path(), &principal));
-    }
+    let provider_path = path.path();
+    let resources = versions
+        .iter()
+        .map(|shown| render::version(&shown.version, &shown.links, &provider_path, &principal))
+        .collect();
     Ok(Document::page(resources, &listing.envelope(total)))
 }
 
@@ -291,10 +319,10 @@ async fn list_platforms(
     listing: Listing,
 ) -> Result<Document> {
     let provider = &path.provider;
-    let shown = providers::get_version(&state, &principal, &provider.org, &provider.address(), &path.version).await?;
-    let total = shown.version.platforms.len();
-    let page = listing.page.slice(shown.version.platforms.iter().collect());
-    let resources = page.into_iter().map(|p| render::platform(p, &shown.version, &shown.links, &principal)).collect();
+    let at = (&provider.address(), path.version.as_str());
+    let (platforms, total, shown) =
+        providers::list_platforms(&state, &principal, &provider.org, at, &listing.page).await?;
+    let resources = platforms.iter().map(|p| render::platform(p, &shown.version, &shown.links, &principal)).collect();
     Ok(Document::page(resources, &listing.envelope(total)))
 }
 
@@ -304,10 +332,10 @@ async fn show_platform(
     Path(path): Path<PlatformPath>,
 ) -> Result<Document> {
     let provider = &path.version.provider;
-    let version = &path.version.version;
-    let shown = providers::get_version(&state, &principal, &provider.org, &provider.address(), version).await?;
-    let platform = shown.version.platform(&path.os, &path.arch).ok_or_else(ApiError::not_found)?;
-    Ok(Document::one(render::platform(platform, &shown.version, &shown.links, &principal)))
+    let at = (&provider.address(), path.version.version.as_str());
+    let (platform, shown) =
+        providers::get_platform(&state, &principal, &provider.org, at, (&path.os, &path.arch)).await?;
+    Ok(Document::one(render::platform(&platform, &shown.version, &shown.links, &principal)))
 }
 
 async fn delete_platform(

@@ -23,8 +23,8 @@ pub use operations::{create, get, list, NewProvider, ProviderAddress, ProviderFi
 pub use record::{Asset, IndexEntry, NewPlatform, Platform, Provider, ProviderVersion};
 pub use uploads::{awaits_upload, object_created, Landed};
 pub use versions::{
-    create_platform, create_version, delete_platform, delete_provider, delete_version, get_version, links,
-    list_platforms, list_versions, FileLink, Links, NewVersion, Shown, UPLOAD_LINK_VALIDITY,
+    create_platform, create_version, delete_platform, delete_provider, delete_version, get_platform, get_version,
+    links, list_platforms, list_versions, show_provider, FileLink, Links, NewVersion, Shown, UPLOAD_LINK_VALIDITY,
 };
 
 pub mod keys {

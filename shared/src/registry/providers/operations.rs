@@ -62,7 +62,11 @@ pub async fn create(
     let store = state.store.as_ref();
     let org = access::authorized(store, principal, org_name, Permission::ManageProviders).await?;
     let registry = match new.registry.as_deref() {
-        None | Some("") => RegistryName::Private,
+        None => RegistryName::Private,
+        // go-tfe sends it empty when unset, and HCP refuses that.
+        Some("") => {
+            return Err(RegistryError::invalid(Field::Attribute("registry-name"), "Registry name can't be blank"))
+        }
         Some(raw) => RegistryName::parse(Field::Attribute("registry-name"), raw)?,
     };
     check_curation(state, registry)?;
@@ -81,6 +85,9 @@ pub async fn create(
         }
         (RegistryName::Public, Some(ns)) => Some(Namespace::parse(Field::Attribute("namespace"), ns)?),
     };
+    if registry == RegistryName::Private {
+        check_namespace(&org.name)?;
+    }
     let provider = Provider::new(&org.id, registry, namespace, name);
     let mut transaction = Transaction::new();
     let claim = transaction
@@ -138,4 +145,20 @@ pub async fn get(
 /// provider that is there, and a delete that read its versions before sees the change.
 pub(super) fn version_added(provider: &Provider) -> Write {
     Write::Update { key: provider.key(), ops: vec![UpdateOp::Add("revision".into(), 1)], condition: Condition::Exists }
+}
+
+/// A private provider's namespace is its organization's name, which Terraform reads from a
+/// source address as it reads a type name (lowercased, and only letters, digits and dashes): an
+/// organization whose name it would change or refuse could publish providers no `terraform
+/// init` finds.
+fn check_namespace(org_name: &str) -> Result<()> {
+    ProviderType::parse(Field::Document, org_name).map(|_| ()).map_err(|_| {
+        RegistryError::invalid(
+            Field::Document,
+            format!(
+                "the organization's name `{org_name}` is not a provider namespace Terraform reads as it is \
+                 (lowercase letters, digits and dashes): its providers could not be installed"
+            ),
+        )
+    })
 }

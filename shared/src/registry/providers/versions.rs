@@ -169,20 +169,59 @@ pub async fn create_version(
     Ok(Shown { version, links })
 }
 
-/// A page of a provider's versions, lowest first in SemVer order.
+/// A page of a provider's versions, lowest first in SemVer order, each with its files' links as
+/// the caller may see them, and how many there are.
 pub async fn list_versions(
     state: &AppState,
     principal: &Principal,
     org_name: &str,
     address: &ProviderAddress,
     page: &PageRequest,
-) -> Result<(Vec<ProviderVersion>, usize)> {
+) -> Result<(Vec<Shown>, usize)> {
     let (provider, _) = private_provider(state, principal, org_name, address, Permission::Read).await?;
-    let mut versions: Vec<ProviderVersion> =
-        query_all_as(state.store.as_ref(), keys::provider_versions(&provider.org_id, provider.name.as_str())).await?;
-    versions.sort_by_cached_key(|v| semver::Version::parse(&v.version).ok());
+    let versions = all_versions(state.store.as_ref(), &provider).await?;
     let total = versions.len();
-    Ok((page.slice(versions), total))
+    Ok((with_links(state.blobs.as_ref(), principal, page.slice(versions)).await?, total))
+}
+
+/// A provider the caller may read, and, when `with_versions` (`include=registry-provider-versions`),
+/// every version of a private one with its links.
+pub async fn show_provider(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &ProviderAddress,
+    with_versions: bool,
+) -> Result<(Provider, Organization, Vec<Shown>)> {
+    let (provider, org) = operations::get(state, principal, org_name, address, Permission::Read).await?;
+    if !with_versions || !provider.is_private() {
+        return Ok((provider, org, Vec::new()));
+    }
+    let versions = all_versions(state.store.as_ref(), &provider).await?;
+    let shown = with_links(state.blobs.as_ref(), principal, versions).await?;
+    Ok((provider, org, shown))
+}
+
+/// Every version of a private provider, lowest first in SemVer order.
+pub(super) async fn all_versions(store: &dyn ItemStore, provider: &Provider) -> Result<Vec<ProviderVersion>> {
+    let query = keys::provider_versions(&provider.org_id, provider.name.as_str());
+    let mut versions: Vec<ProviderVersion> = query_all_as(store, query).await?;
+    versions.sort_by_cached_key(|v| semver::Version::parse(&v.version).ok());
+    Ok(versions)
+}
+
+/// Versions with their links.
+pub(super) async fn with_links(
+    blobs: &dyn BlobStore,
+    principal: &Principal,
+    versions: Vec<ProviderVersion>,
+) -> Result<Vec<Shown>> {
+    let mut shown = Vec::with_capacity(versions.len());
+    for version in versions {
+        let links = links(blobs, principal, &version).await?;
+        shown.push(Shown { version, links });
+    }
+    Ok(shown)
 }
 
 /// One version, if the caller may read its provider.
@@ -345,15 +384,30 @@ pub async fn create_platform(
     Ok((platform.clone(), added, links))
 }
 
-/// A version's platforms, and the version.
+/// A page of a version's platforms, how many it has, and the version.
 pub async fn list_platforms(
     state: &AppState,
     principal: &Principal,
     org_name: &str,
-    address: &ProviderAddress,
-    version: &str,
-) -> Result<Shown> {
-    get_version(state, principal, org_name, address, version).await
+    (address, version): (&ProviderAddress, &str),
+    page: &PageRequest,
+) -> Result<(Vec<Platform>, usize, Shown)> {
+    let shown = get_version(state, principal, org_name, address, version).await?;
+    let total = shown.version.platforms.len();
+    Ok((page.slice(shown.version.platforms.clone()), total, shown))
+}
+
+/// One platform of a version, and the version.
+pub async fn get_platform(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    (address, version): (&ProviderAddress, &str),
+    (os, arch): (&str, &str),
+) -> Result<(Platform, Shown)> {
+    let shown = get_version(state, principal, org_name, address, version).await?;
+    let platform = shown.version.platform(os, arch).cloned().ok_or(RegistryError::NotFound)?;
+    Ok((platform, shown))
 }
 
 /// Removes a platform and its archive.

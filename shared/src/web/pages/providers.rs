@@ -42,10 +42,8 @@ pub async fn list(
             };
             // The latest versions: every one in order (a version item is read whole either way).
             let all = PageRequest { number: 1, size: usize::MAX };
-            let (mut versions, _) = providers::list_versions(&state, principal, &org.name, &address, &all).await?;
-            versions.reverse();
-            versions.truncate(VERSIONS_SHOWN);
-            versions
+            let (versions, _) = providers::list_versions(&state, principal, &org.name, &address, &all).await?;
+            versions.into_iter().rev().take(VERSIONS_SHOWN).map(|shown| shown.version).collect()
         } else {
             Vec::new()
         };
