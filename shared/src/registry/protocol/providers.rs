@@ -4,21 +4,24 @@
 //! download names the version's signing key. The files are fetched by Terraform without a token,
 //! through links to the object store (pre-signed in S3, signed by dev-server).
 //!
-//! Each answer reads the caller's token (with the organization's name marker) and then one
-//! batch: the organization with the provider and its version index (`versions`), or with the
-//! version (`download`), whatever the number of versions.
+//! Each answer reads the caller's token (with the organization's name marker) and one batch more:
+//! the organization with the provider and its version index (`versions`), or with the version
+//! (`download`), whatever the number of versions. When the organization's id is known before the
+//! token is read (a team token names it; this process may have read under it before), that batch
+//! is read with the token's ([`ReadPlan`]), and the answer costs one call.
 
 use std::time::Duration;
 
 use axum::extract::{Path, State};
+use axum::handler::Handler;
 use axum::routing::get;
-use axum::{Json, Router};
+use axum::{Extension, Json, Router};
 use serde_json::{json, Value};
 
 use super::error::{ProtocolError, Result};
 use crate::accounts::access;
 use crate::api::ApiError;
-use crate::auth::{Permission, Scoped};
+use crate::auth::{Permission, ReadPlan, Scoped};
 use crate::blobs::ObjectId;
 use crate::registry::providers::{self, ProviderVersion};
 use crate::state::AppState;
@@ -30,9 +33,24 @@ const DOWNLOAD_LINK_VALIDITY: Duration = Duration::from_secs(600);
 
 pub(super) fn routes() -> Router<AppState> {
     Router::new()
-        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/versions"), get(versions))
-        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/{{version}}/download/{{os}}/{{arch}}"), get(download))
+        .route(&format!("{PREFIX}/{{namespace}}/{{name}}/versions"), get(versions.layer(Extension(VERSIONS))))
+        .route(
+            &format!("{PREFIX}/{{namespace}}/{{name}}/{{version}}/download/{{os}}/{{arch}}"),
+            get(download.layer(Extension(DOWNLOAD))),
+        )
 }
+
+/// What `versions` reads once it knows the organization's id: the provider and its index. With
+/// the organization's id known ahead (a team token's, or one this process has read under
+/// before), the whole read is the token's batch.
+const VERSIONS: ReadPlan = ReadPlan(|org_id, param| {
+    let name = param("name")?;
+    Some(vec![keys::registry_provider(org_id, None, &name), keys::provider_version_index(org_id, &name)])
+});
+
+/// What `download` reads once it knows the organization's id: the version, its platforms inside.
+const DOWNLOAD: ReadPlan =
+    ReadPlan(|org_id, param| Some(vec![keys::provider_version(org_id, &param("name")?, &param("version")?)]));
 
 type ScopedCaller = std::result::Result<Scoped, ApiError>;
 
@@ -41,13 +59,15 @@ async fn versions(
     caller: ScopedCaller,
     Path((namespace, name)): Path<(String, String)>,
 ) -> Result<Json<Value>> {
-    let Scoped { principal, name: name_read, .. } = caller?;
-    let store = state.store.as_ref();
-    let located = access::locate(store, &principal, &namespace, name_read.as_ref()).await?;
+    let caller = caller?;
+    let store = caller.store(&state.store);
+    let store = store.as_ref();
+    let located = access::locate(store, &caller.principal, &namespace, caller.name.as_ref()).await?;
     let org_id = located.org_id();
     let wanted = [keys::registry_provider(org_id, None, &name), keys::provider_version_index(org_id, &name)];
     let (org, found) =
-        access::authorized_at(store, &principal, &namespace, &located, Permission::Read, &wanted).await?;
+        access::authorized_at(store, &caller.principal, &namespace, &located, Permission::Read, &wanted).await?;
+    state.org_hints.learn(&namespace, &org.id);
     if found[0].is_none() {
         return Err(ProtocolError::NotFound);
     }
@@ -69,12 +89,14 @@ async fn download(
     caller: ScopedCaller,
     Path((namespace, name, version, os, arch)): Path<(String, String, String, String, String)>,
 ) -> Result<Json<Value>> {
-    let Scoped { principal, name: name_read, .. } = caller?;
-    let store = state.store.as_ref();
-    let located = access::locate(store, &principal, &namespace, name_read.as_ref()).await?;
+    let caller = caller?;
+    let store = caller.store(&state.store);
+    let store = store.as_ref();
+    let located = access::locate(store, &caller.principal, &namespace, caller.name.as_ref()).await?;
     let wanted = [keys::provider_version(located.org_id(), &name, &version)];
-    let (_, mut found) =
-        access::authorized_at(store, &principal, &namespace, &located, Permission::Read, &wanted).await?;
+    let (org, mut found) =
+        access::authorized_at(store, &caller.principal, &namespace, &located, Permission::Read, &wanted).await?;
+    state.org_hints.learn(&namespace, &org.id);
     let stored: ProviderVersion = found.remove(0).ok_or(ProtocolError::NotFound)?.parse()?;
     let platform = stored.platform(&os, &arch).filter(|p| stored.serves(p)).ok_or(ProtocolError::NotFound)?;
     let objects = (platform.binary.stored(), stored.shasums.stored(), stored.shasums_sig.stored());
