@@ -516,3 +516,29 @@ async fn on_dynamodb_and_s3_a_release_settles_from_the_buckets_events_and_downlo
     assert_eq!(fetch(&app, download.body["shasums_url"].as_str().unwrap()).await, (200, release.sums.clone()));
     app.stop().await;
 }
+
+#[tokio::test]
+async fn deleting_the_organization_removes_its_providers_keys_and_files() {
+    let (app, owners, key_id, gpg) = acme_with_widget(None).await;
+    let release = Release::new("1.0.0");
+    assert_eq!(publish(&app, &owners, &key_id, &gpg, SIGNER, &release).await, [200, 200, 200]);
+    // A version still waiting for its files owns their upload links too.
+    create_release(&app, &owners, &key_id, &Release::new("1.1.0")).await;
+    let download = app.get("/api/registry/v1/providers/acme/widget/1.0.0/download/linux/amd64", &owners).await;
+    let files: Vec<String> = ["download_url", "shasums_url", "shasums_signature_url"]
+        .iter()
+        .map(|name| download.body[name].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(app.delete("/api/v2/organizations/acme", &app.admin_token).await.status, 204);
+    for file in &files {
+        assert_eq!(fetch(&app, file).await.0, 404, "{file} went with its organization");
+    }
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    assert_eq!(
+        app.get(&format!("{KEYS}?filter[namespace]=acme"), &owners).await.body["meta"]["pagination"]["total-count"],
+        0
+    );
+    assert_eq!(app.get(PROVIDERS, &owners).await.body["meta"]["pagination"]["total-count"], 0);
+    app.stop().await;
+}
