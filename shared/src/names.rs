@@ -31,6 +31,17 @@ pub enum NameError {
     Email,
 }
 
+/// Whether Terraform reads `value` unchanged as a provider's namespace or type in a source
+/// address: 1 to 64 lowercase letters, digits and dashes, no dash first or last nor two in a row
+/// (it lowercases what else it takes, and refuses `_`).
+pub fn is_provider_part(value: &str) -> bool {
+    (1..=64).contains(&value.len())
+        && value.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !value.starts_with('-')
+        && !value.ends_with('-')
+        && !value.contains("--")
+}
+
 pub fn check(value: &str, rule: NameRule) -> Result<(), NameError> {
     if value.is_empty() {
         return Err(NameError::Empty);

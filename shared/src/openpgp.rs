@@ -5,9 +5,10 @@
 
 use std::io::Cursor;
 
-use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
+use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey, SignedPublicSubKey};
 use pgp::crypto::public_key::PublicKeyAlgorithm;
-use pgp::types::KeyDetails;
+use pgp::packet::{KeyFlags, Signature, SignatureType, SignatureVersion, SubpacketData};
+use pgp::types::{KeyDetails, KeyId, KeyVersion, SignedUser};
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PgpError {
@@ -26,8 +27,9 @@ pub struct PublicKey {
     pub key_id: String,
 }
 
-/// Parses a key as Terraform 1.0.3's OpenPGP library can use it: an RSA or DSA key (it knows no
-/// EdDSA), its bindings valid, not revoked.
+/// Parses a key as Terraform 1.0.3's OpenPGP library (golang.org/x/crypto/openpgp) can use it: a
+/// version 4 RSA or DSA key (it knows neither EdDSA nor RFC 9580's version 6), its bindings
+/// valid, not revoked.
 fn parse(armor: &str) -> Result<SignedPublicKey, PgpError> {
     let (key, _) =
         SignedPublicKey::from_string(armor.trim()).map_err(|e| PgpError::NotAPublicKey(first_line(&e.to_string())))?;
@@ -37,6 +39,9 @@ fn parse(armor: &str) -> Result<SignedPublicKey, PgpError> {
         return Err(PgpError::NotAPublicKey(format!(
             "a {algorithm:?} key, which Terraform cannot check signatures with: use an RSA key"
         )));
+    }
+    if key.primary_key.version() != KeyVersion::V4 {
+        return Err(PgpError::NotAPublicKey("not a version 4 key, the only kind Terraform reads".into()));
     }
     if !key.details.revocation_signatures.is_empty() {
         return Err(PgpError::NotAPublicKey("the key is revoked".into()));
@@ -48,12 +53,34 @@ fn terraform_reads(algorithm: PublicKeyAlgorithm) -> bool {
     matches!(algorithm, PublicKeyAlgorithm::RSA | PublicKeyAlgorithm::RSASign | PublicKeyAlgorithm::DSA)
 }
 
-/// Whether the primary key may sign data, as Terraform's library decides: its user IDs'
-/// self-signatures allow signing, or none of them sets key flags at all.
+/// The key flags a signature sets, if it carries the subpacket at all (Terraform's library
+/// allows any use to a key whose self-signature sets none).
+fn flags_of(signature: &Signature) -> Option<KeyFlags> {
+    signature.config()?.hashed_subpackets().find_map(|p| match &p.data {
+        SubpacketData::KeyFlags(flags) => Some(flags.clone()),
+        _ => None,
+    })
+}
+
+/// Whether the primary key may sign data, as Terraform's library decides: by the latest
+/// self-signature of the primary identity (the user ID marked primary, else the first).
 fn primary_signs(key: &SignedPublicKey) -> bool {
-    let flags: Vec<_> = key.details.users.iter().flat_map(|user| &user.signatures).map(|s| s.key_flags()).collect();
-    let set = |f: &pgp::packet::KeyFlags| f.sign() || f.certify() || f.encrypt_comms() || f.encrypt_storage();
-    flags.iter().any(|f| f.sign()) || !flags.iter().any(set)
+    let id = key.primary_key.legacy_key_id();
+    let primary =
+        key.details.users.iter().find(|user| latest_self_signature(user, &id).is_some_and(Signature::is_primary));
+    let identity = primary.or(key.details.users.first()).and_then(|user| latest_self_signature(user, &id));
+    identity.and_then(flags_of).is_none_or(|flags| flags.sign())
+}
+
+/// A user ID's latest self-signature (by the primary key `id`; certifications by others skipped).
+fn latest_self_signature<'a>(user: &'a SignedUser, id: &KeyId) -> Option<&'a Signature> {
+    let own = user.signatures.iter().filter(|s| s.issuer_key_id().contains(&id));
+    own.max_by_key(|s| s.created().map(|at| at.as_secs()))
+}
+
+/// Whether a subkey may sign data, as Terraform's library decides: by its first binding.
+fn subkey_signs(subkey: &SignedPublicSubKey) -> bool {
+    terraform_reads(subkey.key.algorithm()) && subkey.signatures.first().and_then(flags_of).is_none_or(|f| f.sign())
 }
 
 /// Parses an ASCII-armored public key (one key, its bindings valid).
@@ -74,13 +101,24 @@ pub fn verify_detached(armor: &str, document: &[u8], signature: &[u8]) -> Result
     }
     let signature = DetachedSignature::from_bytes(Cursor::new(signature))
         .map_err(|e| PgpError::NotASignature(first_line(&e.to_string())))?;
-    let primary = primary_signs(&key) && signature.verify(&key.primary_key, document).is_ok();
-    // A subkey signs only if its binding says it may, and only with an algorithm Terraform knows.
-    let signing = key
-        .public_subkeys
-        .iter()
-        .filter(|sub| terraform_reads(sub.key.algorithm()) && sub.signatures.iter().any(|s| s.key_flags().sign()));
-    if primary || signing.into_iter().any(|sub| signature.verify(&sub.key, document).is_ok()) {
+    let packet = &signature.signature;
+    if !matches!(packet.version(), SignatureVersion::V3 | SignatureVersion::V4) {
+        return Err(PgpError::NotASignature("not a version 4 signature, the only kind Terraform reads".into()));
+    }
+    if !matches!(packet.typ(), Some(SignatureType::Binary | SignatureType::Text)) {
+        return Err(PgpError::NotASignature("not a signature of a document".into()));
+    }
+    // Terraform finds the key by the issuer's key id, which the signature must name.
+    let issuers = packet.issuer_key_id();
+    if issuers.is_empty() {
+        return Err(PgpError::NotASignature("it names no issuer key id".into()));
+    }
+    let names = |id: KeyId| issuers.iter().any(|issuer| **issuer == id);
+    let primary = names(key.primary_key.legacy_key_id())
+        && primary_signs(&key)
+        && signature.verify(&key.primary_key, document).is_ok();
+    let mut signing = key.public_subkeys.iter().filter(|sub| names(sub.key.legacy_key_id()) && subkey_signs(sub));
+    if primary || signing.any(|sub| signature.verify(&sub.key, document).is_ok()) {
         return Ok(());
     }
     Err(PgpError::DoesNotVerify)

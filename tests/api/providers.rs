@@ -368,6 +368,14 @@ async fn requests_hcp_refuses_are_refused_with_the_attribute_named() {
     let elsewhere = app.post(PROVIDERS, &owners, provider_body("gadget", "other", "private")).await;
     assert_eq!(elsewhere.status, 422, "a private provider lives in its organization's namespace");
     assert_eq!(app.post(PROVIDERS, &owners, provider_body("widget", "acme", "private")).await.status, 422, "twice");
+    let terraform_prefixed = app.post(PROVIDERS, &owners, provider_body("terraform-widget", "acme", "private")).await;
+    assert_eq!(terraform_prefixed.status, 422, "Terraform refuses such a type");
+    // Terraform 1.0.3's OpenPGP library checks no Ed25519 signature: such a key is refused.
+    let gpg = Gpg::new();
+    let ed25519 = gpg.generate_with("Modern <m@acme.example>", "ed25519", "sign");
+    let refused = app.post(KEYS, &owners, key_body("acme", &ed25519)).await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    assert!(refused.body["errors"][0]["detail"].as_str().unwrap().contains("use an RSA key"));
     let not_a_key = app.post(KEYS, &owners, key_body("acme", "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnope\n")).await;
     assert_eq!(not_a_key.status, 422);
     assert_eq!(not_a_key.body["errors"][0]["source"]["pointer"], "/data/attributes/ascii-armor");
@@ -413,6 +421,9 @@ async fn teams_without_manage_providers_and_other_organizations_change_nothing()
     let their_versions = "/api/v2/organizations/other/registry-providers/private/other/gadget/versions";
     assert_eq!(app.post(their_versions, &other, version_body("1.0.0", &key_id)).await.status, 422);
     // Nor may they move acme's key to themselves, or theirs into acme.
+    let theft = json!({"data": {"type": "gpg-keys", "attributes": {"namespace": "other"}}});
+    assert_eq!(app.patch(&format!("{KEYS}/acme/{key_id}"), &other, theft).await.status, 404);
+    assert_eq!(app.get(&format!("{KEYS}/acme/{key_id}"), &owners).await.status, 200, "acme's key stays");
     let moved = json!({"data": {"type": "gpg-keys", "attributes": {"namespace": "acme"}}});
     let refused = app.patch(&format!("{KEYS}/other/{their_key}"), &other, moved).await;
     assert_eq!(refused.status, 403);
@@ -499,22 +510,42 @@ async fn on_dynamodb_and_s3_a_release_settles_from_the_buckets_events_and_downlo
     let (app, owners) = acme_on_dynamodb().await;
     let (key_id, gpg) = widget_on(&app, &owners).await;
     let release = Release::new("1.0.0");
-    assert_eq!(publish(&app, &owners, &key_id, &gpg, SIGNER, &release).await, [200, 200, 200]);
-    let mut listed = Vec::new();
-    for _ in 0..600 {
-        listed = listed_versions(&app, &owners).await;
-        if !listed.is_empty() {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    let (version, platform) = create_release(&app, &owners, &key_id, &release).await;
+    let sums_link = link(&version, "shasums-upload");
+    assert_eq!(app.upload(&sums_link, release.sums.clone()).await, 200);
+    assert_eq!(app.upload(&link(&version, "shasums-sig-upload"), gpg.sign(SIGNER, &release.sums)).await, 200);
+    assert_eq!(app.upload(&link(&platform, "provider-binary-upload"), release.archive.clone()).await, 200);
+    let listed = eventually_listed(&app, &owners).await;
     assert_eq!(listed, ["1.0.0"], "settled from the bucket's events");
     let download = app.get("/api/registry/v1/providers/acme/widget/1.0.0/download/linux/amd64", &owners).await;
     let archive_url = download.body["download_url"].as_str().unwrap();
     assert!(archive_url.contains("X-Amz-Signature"), "a pre-signed S3 link: {archive_url}");
     assert_eq!(fetch(&app, archive_url).await, (200, release.archive.clone()));
-    assert_eq!(fetch(&app, download.body["shasums_url"].as_str().unwrap()).await, (200, release.sums.clone()));
+    let sums_url = download.body["shasums_url"].as_str().unwrap().to_owned();
+    assert_eq!(fetch(&app, &sums_url).await, (200, release.sums.clone()));
+
+    // S3 takes a second PUT on a used link (it cannot refuse one); its event finds nothing
+    // waiting, and what is served stays what was checked.
+    let other = format!("{}  evil.zip\n", "0".repeat(64)).into_bytes();
+    assert_eq!(app.upload(&sums_link, other).await, 200);
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    let again = app.get("/api/registry/v1/providers/acme/widget/1.0.0/download/linux/amd64", &owners).await;
+    assert_eq!(fetch(&app, again.body["shasums_url"].as_str().unwrap()).await, (200, release.sums.clone()));
+    let read = app.get(&format!("{WIDGET}/versions/1.0.0"), &owners).await;
+    assert_eq!(read.body["data"]["attributes"]["error"], Value::Null);
     app.stop().await;
+}
+
+/// The protocol's versions once one is listed (settling from the bucket's events takes a moment).
+async fn eventually_listed(app: &TestApp, owners: &str) -> Vec<String> {
+    for _ in 0..600 {
+        let listed = listed_versions(app, owners).await;
+        if !listed.is_empty() {
+            return listed;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Vec::new()
 }
 
 #[tokio::test]
@@ -540,5 +571,36 @@ async fn deleting_the_organization_removes_its_providers_keys_and_files() {
         0
     );
     assert_eq!(app.get(PROVIDERS, &owners).await.body["meta"]["pagination"]["total-count"], 0);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn a_release_signed_by_a_signing_subkey_is_served() {
+    let (app, owners) = acme().await;
+    let gpg = Gpg::new();
+    let uid = "Acme Subkeys <subkeys@acme.example>";
+    let armor = gpg.generate_with_signing_subkey(uid);
+    let key = app.post(KEYS, &owners, key_body("acme", &armor)).await;
+    assert_eq!(key.status, 201, "{:?}", key.body);
+    let key_id = key.body["data"]["attributes"]["key-id"].as_str().unwrap().to_owned();
+    assert_eq!(app.post(PROVIDERS, &owners, provider_body("widget", "acme", "private")).await.status, 201);
+    let release = Release::new("1.0.0");
+    assert_eq!(publish(&app, &owners, &key_id, &gpg, uid, &release).await, [200, 200, 200]);
+    let version = app.get(&format!("{WIDGET}/versions/1.0.0"), &owners).await;
+    assert_eq!(version.body["data"]["attributes"]["error"], Value::Null, "{:?}", version.body);
+    assert_eq!(listed_versions(&app, &owners).await, ["1.0.0"]);
+    app.stop().await;
+}
+
+#[tokio::test]
+async fn an_organization_with_private_providers_keeps_a_name_terraform_reads() {
+    let (app, owners, _, _gpg) = acme_with_widget(None).await;
+    let rename = |name: &str| json!({"data": {"type": "organizations", "attributes": {"name": name}}});
+    let refused = app.patch("/api/v2/organizations/acme", &owners, rename("Acme_Corp")).await;
+    assert_eq!(refused.status, 422, "{:?}", refused.body);
+    assert_eq!(refused.body["errors"][0]["source"]["pointer"], "/data/attributes/name");
+    assert_eq!(app.patch("/api/v2/organizations/acme", &owners, rename("acme-corp")).await.status, 200);
+    let moved = "/api/v2/organizations/acme-corp/registry-providers/private/acme-corp/widget";
+    assert_eq!(app.get(moved, &owners).await.status, 200, "the provider follows its organization's name");
     app.stop().await;
 }

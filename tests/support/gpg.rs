@@ -30,22 +30,45 @@ impl Gpg {
 
     /// Generates an RSA signing key for `uid` and returns its armored public key.
     pub fn generate(&self, uid: &str) -> String {
+        self.generate_with(uid, "rsa2048", "sign")
+    }
+
+    /// Generates a key of `algorithm` (`rsa2048`, `ed25519`) for `uid`, for `usage` (`sign`,
+    /// `cert`), and returns its armored public key.
+    pub fn generate_with(&self, uid: &str, algorithm: &str, usage: &str) -> String {
+        let unlocked = ["--passphrase", "", "--pinentry-mode", "loopback"];
         let made = self
             .command()
-            .args([
-                "--passphrase",
-                "",
-                "--pinentry-mode",
-                "loopback",
-                "--quick-gen-key",
-                uid,
-                "rsa2048",
-                "sign",
-                "never",
-            ])
+            .args(unlocked)
+            .args(["--quick-gen-key", uid, algorithm, usage, "never"])
             .status()
             .expect("gpg runs (Debian's gnupg; README's test command installs it)");
         assert!(made.success(), "gpg generates a key for {uid}");
+        self.export(uid)
+    }
+
+    /// A primary key that only certifies, with an RSA subkey that signs: gpg signs with the
+    /// subkey. Returns the armored public key.
+    pub fn generate_with_signing_subkey(&self, uid: &str) -> String {
+        self.generate_with(uid, "rsa2048", "cert");
+        let listed = self.command().args(["--with-colons", "--list-keys", uid]).output().expect("gpg lists");
+        let listing = String::from_utf8(listed.stdout).expect("text");
+        let fingerprint = listing
+            .lines()
+            .find_map(|line| line.strip_prefix("fpr:").map(|rest| rest.trim_matches(':').to_owned()))
+            .expect("the primary key's fingerprint");
+        let unlocked = ["--passphrase", "", "--pinentry-mode", "loopback"];
+        let added = self
+            .command()
+            .args(unlocked)
+            .args(["--quick-add-key", &fingerprint, "rsa2048", "sign", "never"])
+            .status()
+            .expect("gpg adds a subkey");
+        assert!(added.success(), "gpg adds a signing subkey for {uid}");
+        self.export(uid)
+    }
+
+    fn export(&self, uid: &str) -> String {
         let exported = self.command().args(["--armor", "--export", uid]).output().expect("gpg exports");
         assert!(exported.status.success() && !exported.stdout.is_empty(), "gpg exports {uid}");
         String::from_utf8(exported.stdout).expect("armor is text")

@@ -88,6 +88,17 @@ pub async fn update(
     }
     if let Some(new_name) = changes.name.filter(|n| *n != org.name) {
         names::check(&new_name, names::ORGANIZATION).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
+        // A private provider's namespace is the organization's name: a name Terraform would
+        // lowercase or refuse in a source address would strand every one of them.
+        if !names::is_provider_part(&new_name) && has_private_providers(store, &org.id).await? {
+            return Err(AccountsError::invalid(
+                Field::Attribute("name"),
+                format!(
+                    "the organization has private providers, whose namespace is its name: `{new_name}` is not a \
+                     namespace Terraform reads as it is (lowercase letters, digits and dashes)"
+                ),
+            ));
+        }
         let (index, _, index_sk) = keys::organization_index_key(&new_name);
         name_claim = Some(
             transaction.add(Write::Put { item: marker_item(&new_name, &org.id)?, condition: Condition::NotExists }),
@@ -172,4 +183,10 @@ pub fn count_created() -> Write {
         ops: vec![UpdateOp::Add("count".into(), 1)],
         condition: Condition::Always,
     }
+}
+
+/// Whether the organization holds a private provider (one item read at most).
+async fn has_private_providers(store: &dyn ItemStore, org_id: &str) -> Result<bool> {
+    let page = store.query(keys::private_registry_providers(org_id).limit(1)).await?;
+    Ok(!page.items.is_empty())
 }

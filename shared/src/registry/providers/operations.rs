@@ -94,6 +94,11 @@ pub async fn create(
         .add(Write::Put { item: Item::from_value(provider.key(), &provider)?, condition: Condition::NotExists });
     if provider.is_private() {
         transaction.add(index::created(&org.id, provider.name.as_str()));
+        // Under the name checked: a rename meanwhile makes the create fail (and be retried).
+        transaction.add(Write::Check {
+            key: keys::organization(&org.id),
+            condition: Condition::equals("name", org.name.clone()),
+        });
     }
     match transaction.commit(store).await {
         Ok(()) => Ok((provider, org)),
@@ -152,13 +157,14 @@ pub(super) fn version_added(provider: &Provider) -> Write {
 /// organization whose name it would change or refuse could publish providers no `terraform
 /// init` finds.
 fn check_namespace(org_name: &str) -> Result<()> {
-    ProviderType::parse(Field::Document, org_name).map(|_| ()).map_err(|_| {
-        RegistryError::invalid(
-            Field::Document,
-            format!(
-                "the organization's name `{org_name}` is not a provider namespace Terraform reads as it is \
-                 (lowercase letters, digits and dashes): its providers could not be installed"
-            ),
-        )
-    })
+    if crate::names::is_provider_part(org_name) {
+        return Ok(());
+    }
+    Err(RegistryError::invalid(
+        Field::Document,
+        format!(
+            "the organization's name `{org_name}` is not a provider namespace Terraform reads as it is \
+             (lowercase letters, digits and dashes): its providers could not be installed"
+        ),
+    ))
 }

@@ -66,8 +66,12 @@ impl ProviderType {
         if !raw.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
             return Err(invalid("may contain only lowercase letters, digits and dashes"));
         }
-        if raw.starts_with('-') || raw.ends_with('-') || raw.contains("--") {
+        if !crate::names::is_provider_part(raw) {
             return Err(invalid("may not start or end with a dash, nor hold two in a row"));
+        }
+        // Terraform refuses such a type in a source address.
+        if raw.starts_with("terraform-") {
+            return Err(invalid("may not start with `terraform-`: name the provider without it"));
         }
         Ok(Self(raw.to_owned()))
     }

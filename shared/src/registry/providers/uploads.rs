@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use super::record::{Part, ProviderUpload, ProviderVersion, SHASUMS_LIMIT, SIGNATURE_LIMIT};
 use super::versions::modify;
-use crate::archive::{self, ArchiveLimits};
+use crate::archive::{self, ArchiveError, ArchiveLimits};
 use crate::blobs::{BlobError, BlobStore, ObjectId};
 use crate::openpgp;
 use crate::registry::error::{RegistryError, Result};
@@ -71,7 +71,14 @@ pub async fn object_created(state: &AppState, object: &ObjectId) -> Result<Optio
         Checked::Refused(over(limit))
     } else {
         match state.blobs.copy_upload(object, &copy).await {
-            Ok(()) => check(state.blobs.as_ref(), &copy, &marker.part, state.config.archive_limits).await?,
+            Ok(()) => match check(state.blobs.as_ref(), &copy, &marker.part, state.config.archive_limits).await {
+                Ok(checked) => checked,
+                // Reading failed (not the file's fault): the upload stays for the next attempt.
+                Err(e) => {
+                    let _ = state.blobs.delete(&copy).await;
+                    return Err(e);
+                }
+            },
             Err(BlobError::NotFound) => return Ok(Some(Landed::Ignored)),
             Err(e) => return Err(e.into()),
         }
@@ -131,6 +138,7 @@ async fn check(blobs: &dyn BlobStore, copy: &ObjectId, part: &Part, limits: Arch
             let reader = blobs.open(copy).await?.into_blocking();
             match archive::inspect_zip(reader, limits).await {
                 Ok(summary) => Checked::Sound { sha256: Some(summary.sha256) },
+                Err(ArchiveError::Io(e)) => return Err(RegistryError::Blobs(BlobError::backend(e))),
                 Err(e) => Checked::Refused(e.to_string()),
             }
         }
