@@ -602,5 +602,8 @@ async fn an_organization_with_private_providers_keeps_a_name_terraform_reads() {
     assert_eq!(app.patch("/api/v2/organizations/acme", &owners, rename("acme-corp")).await.status, 200);
     let moved = "/api/v2/organizations/acme-corp/registry-providers/private/acme-corp/widget";
     assert_eq!(app.get(moved, &owners).await.status, 200, "the provider follows its organization's name");
+    // Once its last private provider is gone, any name will do.
+    assert_eq!(app.delete(moved, &owners).await.status, 204);
+    assert_eq!(app.patch("/api/v2/organizations/acme-corp", &owners, rename("Acme_Corp")).await.status, 200);
     app.stop().await;
 }

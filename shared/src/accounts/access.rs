@@ -14,6 +14,9 @@ pub const ACTIVE: &str = "active";
 /// Counters kept on the organization item, for list totals without counting.
 pub const TEAM_COUNT: &str = "team_count";
 pub const WORKSPACE_COUNT: &str = "workspace_count";
+/// The organization's private registry providers, counted on its item: a rename to a name
+/// Terraform would not read as a namespace is conditioned on there being none.
+pub const PRIVATE_PROVIDER_COUNT: &str = "private_provider_count";
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Organization {

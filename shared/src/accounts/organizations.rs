@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::access::{authorized, require, NameMarker, Organization, ACTIVE};
+use super::access::{authorized, require, NameMarker, Organization, ACTIVE, PRIVATE_PROVIDER_COUNT};
 use super::cascade;
 use super::error::{AccountsError, Result};
 use super::teams::Team;
@@ -81,6 +81,9 @@ pub async fn update(
     let mut transaction = Transaction::new();
     // The claim on the new name, when the organization is renamed.
     let mut name_claim = None;
+    // A new name that is no provider namespace, which only an organization without private
+    // providers may take.
+    let mut stranding = None;
     if let Some(email) = changes.email {
         names::check_email(&email).map_err(|e| AccountsError::name(Field::Attribute("email"), e))?;
         ops.push(UpdateOp::set("email", email.clone()));
@@ -89,15 +92,10 @@ pub async fn update(
     if let Some(new_name) = changes.name.filter(|n| *n != org.name) {
         names::check(&new_name, names::ORGANIZATION).map_err(|e| AccountsError::name(Field::Attribute("name"), e))?;
         // A private provider's namespace is the organization's name: a name Terraform would
-        // lowercase or refuse in a source address would strand every one of them.
-        if !names::is_provider_part(&new_name) && has_private_providers(store, &org.id).await? {
-            return Err(AccountsError::invalid(
-                Field::Attribute("name"),
-                format!(
-                    "the organization has private providers, whose namespace is its name: `{new_name}` is not a \
-                     namespace Terraform reads as it is (lowercase letters, digits and dashes)"
-                ),
-            ));
+        // lowercase or refuse in a source address would strand every one of them, so such a
+        // rename is conditioned on the organization holding none.
+        if !names::is_provider_part(&new_name) {
+            stranding = Some(new_name.clone());
         }
         let (index, _, index_sk) = keys::organization_index_key(&new_name);
         name_claim = Some(
@@ -114,15 +112,23 @@ pub async fn update(
     if ops.is_empty() {
         return Ok(org);
     }
-    transaction.add(Write::Update {
-        key: keys::organization(&org.id),
-        ops,
-        condition: Condition::equals(ACTIVE, true),
-    });
+    let mut condition = Condition::equals(ACTIVE, true);
+    if stranding.is_some() {
+        condition = condition.and(Condition::Below(PRIVATE_PROVIDER_COUNT.into(), 1));
+    }
+    let org_write = transaction.add(Write::Update { key: keys::organization(&org.id), ops, condition });
     match transaction.commit(store).await {
         Err(e) if name_claim.is_some_and(|claim| e.failed_on(claim)) => {
             Err(AccountsError::taken(Field::Attribute("name")))
         }
+        Err(e) if e.failed_on(org_write) && stranding.is_some() => Err(AccountsError::invalid(
+            Field::Attribute("name"),
+            format!(
+                "the organization has private providers, whose namespace is its name: `{}` is not a namespace \
+                 Terraform reads as it is (lowercase letters, digits and dashes)",
+                stranding.unwrap_or_default()
+            ),
+        )),
         other => other.map_err(AccountsError::from),
     }?;
     Ok(org)
@@ -183,10 +189,4 @@ pub fn count_created() -> Write {
         ops: vec![UpdateOp::Add("count".into(), 1)],
         condition: Condition::Always,
     }
-}
-
-/// Whether the organization holds a private provider (one item read at most).
-async fn has_private_providers(store: &dyn ItemStore, org_id: &str) -> Result<bool> {
-    let page = store.query(keys::private_registry_providers(org_id).limit(1)).await?;
-    Ok(!page.items.is_empty())
 }

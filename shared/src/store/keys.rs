@@ -307,11 +307,6 @@ pub fn registry_providers(org_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), "PROV#")
 }
 
-/// Every private registry provider of an organization.
-pub fn private_registry_providers(org_id: &str) -> Query {
-    Query::partition(format!("ORG#{org_id}"), "PROV#private#")
-}
-
 pub fn provider_version(org_id: &str, name: &str, version: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("PROVV#{name}#{version}"))
 }

@@ -4,7 +4,7 @@
 
 use super::index;
 use super::record::{Provider, ProviderType};
-use crate::accounts::access::{self, Organization};
+use crate::accounts::access::{self, Organization, ACTIVE, PRIVATE_PROVIDER_COUNT};
 use crate::api::{Field, PageRequest};
 use crate::auth::{Permission, Principal};
 use crate::registry::error::{RegistryError, Result};
@@ -94,11 +94,10 @@ pub async fn create(
         .add(Write::Put { item: Item::from_value(provider.key(), &provider)?, condition: Condition::NotExists });
     if provider.is_private() {
         transaction.add(index::created(&org.id, provider.name.as_str()));
-        // Under the name checked: a rename meanwhile makes the create fail (and be retried).
-        transaction.add(Write::Check {
-            key: keys::organization(&org.id),
-            condition: Condition::equals("name", org.name.clone()),
-        });
+        // Counted on the organization, under the name checked: a rename meanwhile makes the
+        // create fail, and a rename to a name that is no namespace waits for none to be left.
+        let unchanged = Condition::equals("name", org.name.clone()).and(Condition::equals(ACTIVE, true));
+        transaction.add(private_count(&org.id, 1, unchanged));
     }
     match transaction.commit(store).await {
         Ok(()) => Ok((provider, org)),
@@ -167,4 +166,13 @@ fn check_namespace(org_name: &str) -> Result<()> {
              (lowercase letters, digits and dashes): its providers could not be installed"
         ),
     ))
+}
+
+/// The change of the organization's count of private providers by `delta`.
+pub(super) fn private_count(org_id: &str, delta: i64, condition: Condition) -> Write {
+    Write::Update {
+        key: keys::organization(org_id),
+        ops: vec![UpdateOp::Add(PRIVATE_PROVIDER_COUNT.into(), delta)],
+        condition,
+    }
 }

@@ -465,6 +465,7 @@ pub async fn delete_provider(
         let unchanged = transaction
             .add(Write::Delete { key: current.key(), condition: Condition::equals("revision", current.revision) });
         if current.is_private() {
+            transaction.add(operations::private_count(&current.org_id, -1, Condition::Exists));
             transaction.add(Write::Delete {
                 key: index::key(&current.org_id, current.name.as_str()),
                 condition: Condition::Always,
