@@ -36,6 +36,24 @@ impl QueryParams {
         }
     }
 
+    /// Whether `include` asks for `name`, the one inclusion the route can give; any other is
+    /// refused, as JSON:API asks of a server that cannot include it.
+    pub fn includes(&self, name: &str) -> Result<bool, ApiError> {
+        let Some(include) = self.non_empty("include") else { return Ok(false) };
+        let mut asked = false;
+        for wanted in include.split(',') {
+            match wanted.trim() {
+                wanted if wanted == name => asked = true,
+                other => {
+                    return Err(ApiError::bad_request(format!(
+                        "`include`: `{other}` cannot be included; `{name}` can."
+                    )))
+                }
+            }
+        }
+        Ok(asked)
+    }
+
     /// Every pair except the named ones (for links that keep the caller's filters).
     pub fn without(&self, names: &[&str]) -> Vec<(String, String)> {
         self.0.iter().filter(|(n, _)| !names.contains(&n.as_str())).cloned().collect()

@@ -7,10 +7,9 @@ use axum::routing::get;
 use axum::Router;
 use serde::Deserialize;
 
-use super::names::RegistryName;
 use super::provider_render as render;
 use super::providers::{self, NewPlatform, NewProvider, NewVersion, ProviderAddress, ProviderFilter};
-use crate::api::{ApiError, Document, Field, JsonApiBody, Listing, QueryParams};
+use crate::api::{ApiError, Document, JsonApiBody, Listing, QueryParams};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -161,12 +160,7 @@ async fn list_providers(
     Path(org): Path<String>,
     listing: Listing,
 ) -> Result<Document> {
-    let registry = match listing.params.non_empty("filter[registry_name]") {
-        None => None,
-        Some(raw) => Some(RegistryName::parse(Field::Document, raw).map_err(|_| {
-            ApiError::invalid_parameter("filter[registry_name]", "filter[registry_name] must be `private` or `public`")
-        })?),
-    };
+    let registry = super::routes::registry_filter(&listing.params)?;
     let filter = ProviderFilter { registry, q: listing.params.non_empty("q").map(str::to_owned) };
     let (list, total, org) = providers::list(state.store.as_ref(), &principal, &org, &filter, &listing.page).await?;
     let resources = list.iter().map(|provider| render::provider(provider, &org, &principal, &[])).collect();
@@ -179,7 +173,7 @@ async fn show_provider(
     Path(path): Path<ProviderPath>,
     params: QueryParams,
 ) -> Result<Document> {
-    let with_versions = includes_versions(&params)?;
+    let with_versions = params.includes("registry-provider-versions")?;
     let (provider, org, versions) =
         providers::show_provider(&state, &principal, &path.org, &path.address(), with_versions).await?;
     let ids: Vec<&str> = versions.iter().map(|shown| shown.version.id.as_str()).collect();
@@ -190,25 +184,6 @@ async fn show_provider(
     let path = path.path();
     let included = versions.iter().map(|shown| render::version(&shown.version, &shown.links, &path, &principal));
     Ok(document.included(included.collect()))
-}
-
-/// Whether the request asks to include the versions (`include=registry-provider-versions`, as
-/// go-tfe sends it); any other inclusion is refused, as JSON:API asks of a server that cannot
-/// include it.
-fn includes_versions(params: &QueryParams) -> Result<bool> {
-    let Some(include) = params.non_empty("include") else { return Ok(false) };
-    let mut versions = false;
-    for name in include.split(',') {
-        match name.trim() {
-            "registry-provider-versions" => versions = true,
-            other => {
-                return Err(ApiError::bad_request(format!(
-                    "`include`: `{other}` cannot be included; `registry-provider-versions` can."
-                )))
-            }
-        }
-    }
-    Ok(versions)
 }
 
 async fn delete_provider(

@@ -98,13 +98,18 @@ impl ProviderPath {
     }
 }
 
-fn filter(params: &QueryParams) -> Result<ModuleFilter> {
-    let registry = match params.non_empty("filter[registry_name]") {
-        None => None,
-        Some(raw) => Some(RegistryName::parse(Field::Document, raw).map_err(|_| {
+/// `filter[registry_name]`, of module and provider lists alike.
+pub(super) fn registry_filter(params: &QueryParams) -> Result<Option<RegistryName>> {
+    match params.non_empty("filter[registry_name]") {
+        None => Ok(None),
+        Some(raw) => Ok(Some(RegistryName::parse(Field::Document, raw).map_err(|_| {
             ApiError::invalid_parameter("filter[registry_name]", "filter[registry_name] must be `private` or `public`")
-        })?),
-    };
+        })?)),
+    }
+}
+
+fn filter(params: &QueryParams) -> Result<ModuleFilter> {
+    let registry = registry_filter(params)?;
     Ok(ModuleFilter {
         q: params.non_empty("q").map(str::to_owned),
         registry,

@@ -90,22 +90,6 @@ async fn create(
     Ok(Document::one(render::with_upload_links(resource, created.upload_links)).created())
 }
 
-/// Whether the request asks to include the outputs (`include=outputs`); any other inclusion is
-/// refused, as JSON:API asks of a server that cannot include it.
-fn includes_outputs(params: &QueryParams) -> Result<bool> {
-    let Some(include) = params.non_empty("include") else { return Ok(false) };
-    let mut outputs = false;
-    for name in include.split(',') {
-        match name.trim() {
-            "outputs" => outputs = true,
-            other => {
-                return Err(ApiError::bad_request(format!("`include`: `{other}` cannot be included; `outputs` can.")))
-            }
-        }
-    }
-    Ok(outputs)
-}
-
 async fn shown(
     state: &AppState,
     base: &str,
@@ -113,7 +97,7 @@ async fn shown(
     (version, seen): (super::StateVersion, versions::Seen),
 ) -> Result<Document> {
     let document = Document::one(render::state_version(&version, &seen, &Links::new(state, base)?));
-    if !includes_outputs(params)? {
+    if !params.includes("outputs")? {
         return Ok(document);
     }
     let outputs = versions::outputs(state.blobs.as_ref(), &version).await?;

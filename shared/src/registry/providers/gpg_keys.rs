@@ -39,15 +39,6 @@ impl GpgKey {
     }
 }
 
-/// A registry's name in a key's path: only `private` holds keys.
-pub fn check_registry(registry: &str) -> Result<()> {
-    if registry == "private" {
-        Ok(())
-    } else {
-        Err(RegistryError::NotFound)
-    }
-}
-
 /// Adds a key to the namespace (organization) `namespace`.
 pub async fn create(
     store: &dyn ItemStore,

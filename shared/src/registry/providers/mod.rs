@@ -17,14 +17,15 @@ mod record;
 mod uploads;
 mod versions;
 
-pub use gpg_keys::{check_registry, GpgKey};
+pub use gpg_keys::GpgKey;
 pub use index::entries as index_entries;
 pub use operations::{create, get, list, NewProvider, ProviderAddress, ProviderFilter};
-pub use record::{Asset, IndexEntry, NewPlatform, Platform, Provider, ProviderVersion};
+pub use record::{NewPlatform, Platform, Provider, ProviderVersion};
 pub use uploads::{awaits_upload, object_created, Landed};
 pub use versions::{
     create_platform, create_version, delete_platform, delete_provider, delete_version, get_platform, get_version,
-    links, list_platforms, list_versions, show_provider, FileLink, Links, NewVersion, Shown, UPLOAD_LINK_VALIDITY,
+    latest_versions, links, list_platforms, list_versions, show_provider, FileLink, Links, NewVersion, Shown,
+    UPLOAD_LINK_VALIDITY,
 };
 
 pub mod keys {

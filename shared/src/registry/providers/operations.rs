@@ -48,7 +48,7 @@ fn stored_namespace(state: &AppState, org: &Organization, address: &ProviderAddr
     }
 }
 
-pub(super) fn key_of(state: &AppState, org: &Organization, address: &ProviderAddress) -> Result<Key> {
+fn key_of(state: &AppState, org: &Organization, address: &ProviderAddress) -> Result<Key> {
     let namespace = stored_namespace(state, org, address)?;
     Ok(keys::registry_provider(&org.id, namespace.as_ref().map(Namespace::as_str), &address.name))
 }

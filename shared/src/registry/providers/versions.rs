@@ -202,6 +202,20 @@ pub async fn show_provider(
     Ok((provider, org, shown))
 }
 
+/// The latest `count` versions of a private provider, the latest first (the console's; no
+/// links made).
+pub async fn latest_versions(
+    state: &AppState,
+    principal: &Principal,
+    org_name: &str,
+    address: &ProviderAddress,
+    count: usize,
+) -> Result<Vec<ProviderVersion>> {
+    let (provider, _) = private_provider(state, principal, org_name, address, Permission::Read).await?;
+    let versions = all_versions(state.store.as_ref(), &provider).await?;
+    Ok(versions.into_iter().rev().take(count).collect())
+}
+
 /// Every version of a private provider, lowest first in SemVer order.
 pub(super) async fn all_versions(store: &dyn ItemStore, provider: &Provider) -> Result<Vec<ProviderVersion>> {
     let query = keys::provider_versions(&provider.org_id, provider.name.as_str());

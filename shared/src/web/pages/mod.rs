@@ -43,3 +43,8 @@ pub fn filter<'a>(params: &'a QueryParams, name: &str) -> Result<Option<&'a str>
 pub fn page(params: &QueryParams) -> Result<PageRequest, WebError> {
     PageRequest::from_query(params).map_err(|e| WebError::bad_request(e.detail))
 }
+
+/// The host (and port) of Hangar's public URL, as Terraform names a registry in a source address.
+pub fn registry_host(base: &str) -> &str {
+    base.split_once("://").map_or(base, |(_, host)| host).trim_end_matches('/')
+}

@@ -66,7 +66,7 @@ pub async fn show(
     let modules_page = format!("/app/organizations/{}/modules", org.name);
     let here =
         format!("{modules_page}/{}/{namespace}/{}/{}", path.registry, module.name.as_str(), module.provider.as_str());
-    let host = base.split_once("://").map_or(base.as_str(), |(_, host)| host).trim_end_matches('/');
+    let host = super::registry_host(&base);
     let usage = version.as_ref().map(|(version, _)| usage(host, &namespace, module, version));
     let details = match version {
         Some((version, metadata)) => {

@@ -6,7 +6,7 @@ use axum::extract::{Path, RawQuery, State};
 use maud::{html, Markup};
 
 use super::{page, params};
-use crate::api::{BaseUrl, PageRequest};
+use crate::api::BaseUrl;
 use crate::auth::{Permission, Principal};
 use crate::registry::providers::{self, ProviderAddress, ProviderFilter, ProviderVersion};
 use crate::state::AppState;
@@ -29,7 +29,7 @@ pub async fn list(
     let page = page(&params)?;
     let (shown, total, org) =
         providers::list(state.store.as_ref(), principal, &org, &ProviderFilter::default(), &page).await?;
-    let host = base.split_once("://").map_or(base.as_str(), |(_, host)| host).trim_end_matches('/').to_owned();
+    let host = super::registry_host(&base);
     let here = format!("/app/organizations/{}/providers", org.name);
     let mut sections = Vec::with_capacity(shown.len());
     for provider in &shown {
@@ -40,15 +40,12 @@ pub async fn list(
                 namespace: namespace.clone(),
                 name: provider.name.to_string(),
             };
-            // The latest versions: every one in order (a version item is read whole either way).
-            let all = PageRequest { number: 1, size: usize::MAX };
-            let (versions, _) = providers::list_versions(&state, principal, &org.name, &address, &all).await?;
-            versions.into_iter().rev().take(VERSIONS_SHOWN).map(|shown| shown.version).collect()
+            providers::latest_versions(&state, principal, &org.name, &address, VERSIONS_SHOWN).await?
         } else {
             Vec::new()
         };
         let installable = versions.iter().find(|v| v.platforms.iter().any(|p| v.serves(p)));
-        let usage = installable.map(|version| usage(&host, &namespace, provider.name.as_str(), &version.version));
+        let usage = installable.map(|version| usage(host, &namespace, provider.name.as_str(), &version.version));
         sections.push(html! {
             section.provider {
                 h2 { (namespace) "/" (provider.name.as_str()) " " span.note { (provider.registry.as_str()) } }
