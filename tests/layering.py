@@ -26,7 +26,7 @@ LAYERS = {
     "app": 7, "lambda": 7, "jobs": 7, "bootstrap": 7,
     # The console calls every family's domain functions, so it sits above them and below app.
     "web": 6,
-    "registry": 5, "agents": 5, "broker": 5, "state_versions": 5,
+    "registry": 5, "agents": 5, "broker": 5, "state_versions": 5, "runs": 5,
     "accounts": 4,
     "auth": 3, "api": 3,
     "state": 2,

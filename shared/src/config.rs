@@ -424,6 +424,12 @@ impl Default for Config {
 }
 
 impl Config {
+    /// Seconds until an agent should report next (its status, or its job's heartbeat): well
+    /// inside the ping timeout, and often enough that a cancel reaches Terraform within seconds.
+    pub fn agent_report_in(&self) -> u64 {
+        (self.agent_ping_timeout.as_secs() / 4).clamp(1, 10)
+    }
+
     pub fn from_env() -> Result<Self, ConfigError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }

@@ -35,10 +35,12 @@ pub enum Kind {
     StateVersion,
     Variable,
     TeamAccess,
+    ConfigurationVersion,
+    Run,
 }
 
 impl Kind {
-    const ALL: [Kind; 11] = [
+    const ALL: [Kind; 13] = [
         Kind::Team,
         Kind::Workspace,
         Kind::AgentPool,
@@ -50,6 +52,8 @@ impl Kind {
         Kind::StateVersion,
         Kind::Variable,
         Kind::TeamAccess,
+        Kind::ConfigurationVersion,
+        Kind::Run,
     ];
 
     /// The prefix of this kind's ids, before the dash.
@@ -66,6 +70,8 @@ impl Kind {
             Kind::StateVersion => "sv",
             Kind::Variable => "var",
             Kind::TeamAccess => "tws",
+            Kind::ConfigurationVersion => "cv",
+            Kind::Run => "run",
         }
     }
 

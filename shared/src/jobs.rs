@@ -148,6 +148,13 @@ pub async fn vcs(state: &AppState) -> Result<SyncSummary, crate::lambda::Error> 
         Ok(_) => tracing::debug!("agent sweep: nothing to do"),
         Err(e) => tracing::warn!(error = %e, "the agent sweep failed; retried next run"),
     }
+    // And the runs': a job whose agent stopped reporting past its lease errors its run and gives
+    // the workspace's lock back.
+    match crate::runs::queue::sweep(state).await {
+        Ok(0) => tracing::debug!("run sweep: nothing to do"),
+        Ok(errored) => tracing::info!(errored, "run sweep: runs whose agents went silent errored"),
+        Err(e) => tracing::warn!(error = %e, "the run sweep failed; retried next run"),
+    }
     tracing::debug!(vcs_work = fetched, "the registry's scheduled run is done");
     Ok(SyncSummary { vcs_work: fetched })
 }

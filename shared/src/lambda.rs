@@ -14,9 +14,10 @@ pub type Error = lambda_http::Error;
 
 /// The functions, one per resource family (`functions/*`, each a resource of template.yaml), by
 /// their package and binary names.
-pub const FUNCTIONS: [&str; 11] = [
+pub const FUNCTIONS: [&str; 12] = [
     "accounts",
     "state-versions",
+    "runs",
     "registry-api",
     "registry-protocol",
     "registry-ingest",

@@ -19,6 +19,7 @@ pub mod web;
 pub mod agents;
 pub mod broker;
 pub mod registry;
+pub mod runs;
 pub mod state_versions;
 
 // Organizations, teams, tokens, workspaces, and the access checks every family uses.

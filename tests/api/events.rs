@@ -24,6 +24,7 @@ fn router(function: &str, state: &AppState) -> Option<axum::Router> {
     let router = match function {
         "accounts" => routers::accounts,
         "state-versions" => routers::state_versions,
+        "runs" => routers::runs,
         "registry-api" => routers::registry_api,
         "registry-protocol" => routers::registry_protocol,
         "agent-pools" => routers::agent_pools,

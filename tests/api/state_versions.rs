@@ -33,11 +33,10 @@ async fn the_entitlement_set_says_which_features_hangar_serves_to_whoever_may_re
     assert_eq!(data["type"], "entitlement-sets");
     assert_eq!(data["id"], org.body["data"]["attributes"]["external-id"]);
     let attributes = &data["attributes"];
-    for served in ["agents", "private-module-registry", "teams", "vcs-integrations", "state-storage"] {
+    for served in ["agents", "private-module-registry", "teams", "vcs-integrations", "state-storage", "operations"] {
         assert_eq!(attributes[served], true, "{served}");
     }
-    // No remote runs yet: the CLI's remote backend runs plans and applies where it is.
-    for missing in ["operations", "sentinel", "sso", "cost-estimation", "run-tasks"] {
+    for missing in ["sentinel", "sso", "cost-estimation", "run-tasks"] {
         assert_eq!(attributes[missing], false, "{missing}");
     }
     assert_eq!(app.get("/api/v2/organizations/acme/entitlement-set", &admin).await.status, 200);

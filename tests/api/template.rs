@@ -80,9 +80,10 @@ fn writes_iam_or_calls_sts(actions: &str) -> bool {
     actions.contains("sts:") || IAM_WRITES.iter().any(|verb| actions.contains(&format!("iam:{verb}")))
 }
 
-const FUNCTION_RESOURCES: [(&str, &str); 11] = [
+const FUNCTION_RESOURCES: [(&str, &str); 12] = [
     ("accounts", "AccountsFunction"),
     ("state-versions", "StateVersionsFunction"),
+    ("runs", "RunsFunction"),
     ("registry-api", "RegistryApiFunction"),
     ("registry-protocol", "RegistryProtocolFunction"),
     ("registry-ingest", "RegistryIngestFunction"),
@@ -283,16 +284,21 @@ fn each_function_opens_only_its_own_kinds_of_secret() {
     let broker = "{ \"kms:EncryptionContext:kind\": [broker-root-key, broker-static-role-key] }";
     assert_eq!(kinds("CredentialBrokerFunction"), [broker]);
     assert_eq!(kinds("KeyRotationFunction"), [broker, LEGACY]);
-    for name in ["AccountsFunction", "RegistryApiFunction", "RegistrySyncFunction"] {
+    for name in
+        ["AccountsFunction", "RegistryApiFunction", "RegistrySyncFunction", "RunsFunction", "AgentGatewayFunction"]
+    {
         assert!(
             kinds(name).iter().all(|k| !k.contains("broker-root-key") && !k.contains("broker-static-role-key")),
             "{name}: {:?}",
             kinds(name)
         );
     }
-    for name in ["RegistryProtocolFunction", "RegistryIngestFunction", "AgentPoolsFunction", "AgentGatewayFunction"] {
+    for name in ["RegistryProtocolFunction", "RegistryIngestFunction", "AgentPoolsFunction"] {
         assert!(kinds(name).is_empty(), "{name} uses no KMS: {:?}", kinds(name));
     }
+    // A job's agent receives its workspace's variables, sensitive ones unsealed.
+    let gateway = kinds("AgentGatewayFunction");
+    assert!(gateway.contains(&"{ \"kms:EncryptionContext:kind\": workspace-variable }".to_owned()), "{gateway:?}");
 }
 
 /// The KMS condition of values sealed before records were bound, which opens any kind.

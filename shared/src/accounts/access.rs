@@ -193,7 +193,9 @@ fn active(item: Option<Item>) -> Result<Option<Organization>> {
 
 /// Checks a permission in an organization the principal is known to see.
 pub fn require(principal: &Principal, org_id: &str, permission: Permission) -> Result<()> {
-    if !principal.can(org_id, Permission::Read) {
+    // A run's job token holds a narrow permission without `Read`: it sees the organization only
+    // through what it holds.
+    if !principal.can(org_id, Permission::Read) && !principal.can(org_id, permission) {
         return Err(AccountsError::NotFound);
     }
     if !principal.can(org_id, permission) {
@@ -213,6 +215,8 @@ fn permission_name(permission: Permission) -> &'static str {
         Permission::ManageAgentPools => "manage-agent-pools",
         Permission::ManageWorkspaces => "manage-workspaces",
         Permission::Own => "owners",
+        Permission::ReadRegistry => "read the registry",
+        Permission::FindWorkspaces => "read workspaces",
     }
 }
 

@@ -22,7 +22,8 @@ pub struct Entitlements {
     pub vcs_integrations: bool,
     /// Workspaces that hold Terraform state (`/state-versions`).
     pub state_storage: bool,
-    /// Remote plans and applies (`/runs`): not yet served, so the CLI runs locally.
+    /// Remote plans and applies (`/runs`), on agents: the CLI runs them there unless the
+    /// workspace's execution mode is `local`.
     pub operations: bool,
 }
 
@@ -33,7 +34,7 @@ pub const SERVED: Entitlements = Entitlements {
     teams: true,
     vcs_integrations: true,
     state_storage: true,
-    operations: false,
+    operations: true,
 };
 
 /// The entitlement set of the organization called `name`, for a principal that may read it.

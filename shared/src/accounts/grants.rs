@@ -166,6 +166,12 @@ pub struct WorkspacePermissions {
     pub write_state: bool,
     pub read_variables: bool,
     pub write_variables: bool,
+    /// Reads its runs, plans, applies and their logs.
+    pub read_runs: bool,
+    /// Queues plans (HCP's runs `plan`).
+    pub queue_run: bool,
+    /// Queues applies, and applies, discards and cancels runs (HCP's runs `apply`).
+    pub apply_run: bool,
 }
 
 impl WorkspacePermissions {
@@ -180,6 +186,9 @@ impl WorkspacePermissions {
         write_state: true,
         read_variables: true,
         write_variables: true,
+        read_runs: true,
+        queue_run: true,
+        apply_run: true,
     };
 
     /// What `principal` may do with any workspace of `org_id` by its organization-level access
@@ -189,6 +198,22 @@ impl WorkspacePermissions {
         match principal.can(org_id, Permission::ManageWorkspaces) {
             true => Self::ALL,
             false => Self::default(),
+        }
+    }
+
+    /// What a run's job token may do: in its own workspace, read the state and variables, and
+    /// write the state in an apply; elsewhere nothing.
+    fn of_job(job: &crate::auth::JobGrant, org_id: &str, workspace_id: &str) -> Self {
+        if job.org_id != org_id || job.workspace_id != workspace_id {
+            return Self::default();
+        }
+        Self {
+            see: true,
+            read_state_outputs: true,
+            read_state: true,
+            write_state: job.applies(),
+            read_variables: true,
+            ..Self::default()
         }
     }
 
@@ -206,6 +231,9 @@ impl WorkspacePermissions {
             write_state: grants.state_versions == StateVersions::Write,
             read_variables: grants.variables >= Variables::Read,
             write_variables: grants.variables == Variables::Write,
+            read_runs: true,
+            queue_run: grants.runs >= Runs::Plan,
+            apply_run: grants.runs == Runs::Apply,
         }
     }
 
@@ -214,6 +242,9 @@ impl WorkspacePermissions {
     pub async fn of(store: &dyn ItemStore, principal: &Principal, org_id: &str, workspace_id: &str) -> Result<Self> {
         if principal.can(org_id, Permission::ManageWorkspaces) {
             return Ok(Self::org_wide(principal, org_id));
+        }
+        if let Principal::Job(job) = principal {
+            return Ok(Self::of_job(job, org_id, workspace_id));
         }
         let Principal::Team(grant) = principal else { return Ok(Self::default()) };
         if grant.org_id != org_id {

@@ -95,3 +95,31 @@ pub async fn change(state: &AppState, principal: &Principal, id: &str, change: L
 fn conflict(detail: &str) -> AccountsError {
     AccountsError::Conflict(detail.to_owned())
 }
+
+/// The workspace as a run's lock leaves it, and the write that stores it on the condition that it
+/// is unchanged since read: `None` when someone holds the lock already (the run waits). A run
+/// holds the lock as itself (`holder` is its id), so its job token's state writes pass the check
+/// that only the lock's holder writes.
+pub fn lock_for_run(workspace: &Workspace, run_id: &str) -> Result<Option<(Workspace, Write)>> {
+    if workspace.locked_by.is_some() {
+        return Ok(None);
+    }
+    let lock = Lock {
+        holder: run_id.to_owned(),
+        reason: Some(format!("Locked by Run {run_id}")),
+        at: timestamp(chrono::Utc::now()),
+    };
+    let next = Workspace { locked_by: Some(lock), locks_taken: workspace.locks_taken + 1, ..workspace.next() };
+    let write = Write::Put { item: next.to_item()?, condition: workspace.unchanged() };
+    Ok(Some((next, write)))
+}
+
+/// The write that gives back the lock `run_id` holds on the workspace as read: `None` when the
+/// run does not hold it (an administrator forced it open).
+pub fn release_run_lock(workspace: &Workspace, run_id: &str) -> Result<Option<Write>> {
+    if workspace.locked_by.as_ref().is_none_or(|lock| lock.holder != run_id) {
+        return Ok(None);
+    }
+    let next = Workspace { locked_by: None, ..workspace.next() };
+    Ok(Some(Write::Put { item: next.to_item()?, condition: workspace.unchanged() }))
+}

@@ -109,7 +109,7 @@ pub fn token(token: &TeamToken, team: &Team, secret: Option<&str>) -> Resource {
 }
 
 /// A workspace as HCP shapes it, with what the caller may do with it. The permissions of what
-/// Hangar does not serve yet (runs, tags, run tasks) are false.
+/// Hangar does not serve (tags, run tasks) are false.
 pub fn workspace(workspace: &Workspace, org_name: &str, may: &WorkspacePermissions) -> Resource {
     Resource::new(
         "workspaces",
@@ -118,6 +118,9 @@ pub fn workspace(workspace: &Workspace, org_name: &str, may: &WorkspacePermissio
             "name": workspace.name,
             "description": workspace.description,
             "execution-mode": workspace.execution_mode,
+            // What Terraform before 1.1 reads instead of the mode: whether runs are remote.
+            "operations": workspace.execution_mode != "local",
+            "vcs-repo": null,
             "terraform-version": workspace.settings.terraform_version.as_deref().unwrap_or("latest"),
             "working-directory": workspace.settings.working_directory,
             "auto-apply": workspace.settings.auto_apply,
@@ -133,9 +136,9 @@ pub fn workspace(workspace: &Workspace, org_name: &str, may: &WorkspacePermissio
                 "can-lock": may.lock,
                 "can-unlock": may.lock,
                 "can-force-unlock": may.manage,
-                "can-queue-run": false,
-                "can-queue-apply": false,
-                "can-queue-destroy": false,
+                "can-queue-run": may.queue_run,
+                "can-queue-apply": may.apply_run,
+                "can-queue-destroy": may.apply_run,
                 "can-read-variable": may.read_variables,
                 "can-update-variable": may.write_variables,
                 "can-read-state-versions": may.read_state,
@@ -149,10 +152,19 @@ pub fn workspace(workspace: &Workspace, org_name: &str, may: &WorkspacePermissio
         }),
     )
     .to_one("organization", "organizations", org_name)
-    .to_one_or_null("locked-by", "users", workspace.locked_by.as_ref().map(|lock| lock.holder.as_str()))
+    .to_one_or_null("locked-by", locker_kind(workspace), workspace.locked_by.as_ref().map(|lock| lock.holder.as_str()))
     .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
     .to_one_or_null("current-state-version", "state-versions", workspace.current_state.as_ref().map(|s| s.id.as_str()))
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
+}
+
+/// What holds a workspace's lock, as HCP names it: a run (its own id) or a user.
+fn locker_kind(workspace: &Workspace) -> &'static str {
+    let holder = workspace.locked_by.as_ref().map(|lock| lock.holder.as_str());
+    match holder.and_then(crate::ids::Kind::of) {
+        Some(crate::ids::Kind::Run) => "runs",
+        _ => "users",
+    }
 }
 
 /// A team's access to a workspace, with the permissions it grants.

@@ -316,3 +316,38 @@ pub async fn delete(store: &dyn ItemStore, principal: &Principal, workspace_id: 
         other => other.map_err(AccountsError::from),
     }
 }
+
+/// A variable as a run receives it: its value in the clear, sensitive ones unsealed.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunVariable {
+    pub key: String,
+    pub value: String,
+    pub category: Category,
+    pub hcl: bool,
+    pub sensitive: bool,
+}
+
+/// Every variable of the workspace `workspace_id` with its value, for the run's job token alone
+/// (the agent that runs the job): what no other caller is ever shown again once sensitive.
+pub async fn for_run(
+    store: &dyn ItemStore,
+    sealer: &dyn Sealer,
+    principal: &Principal,
+    workspace_id: &str,
+) -> Result<Vec<RunVariable>> {
+    if !matches!(principal, Principal::Job(job) if job.workspace_id == workspace_id) {
+        return Err(AccountsError::NotFound);
+    }
+    let (workspace, _) = workspace(store, principal, workspace_id).await?;
+    let variables: Vec<Variable> = query_all_as(store, keys::variables(&workspace.org_id, &workspace.id)).await?;
+    let mut shown = Vec::with_capacity(variables.len());
+    for variable in variables {
+        let value = match (&variable.sealed_value, &variable.value) {
+            (Some(sealed), _) => sealer.unseal_for(&SealContext::workspace_variable(&variable.id), sealed).await?,
+            (None, value) => value.clone().unwrap_or_default(),
+        };
+        let Variable { key, category, hcl, sensitive, .. } = variable;
+        shown.push(RunVariable { key, value, category, hcl, sensitive });
+    }
+    Ok(shown)
+}

@@ -394,13 +394,15 @@ pub async fn find(store: &dyn ItemStore, principal: &Principal, at: WorkspaceAt<
     let (workspace, org) = match at {
         WorkspaceAt::Id(id) => {
             let workspace: Workspace = pointer::resolve(store, id).await?.ok_or(AccountsError::NotFound)?;
-            access::require(principal, &workspace.org_id, Permission::Read).map_err(AccountsError::concealed)?;
+            access::require(principal, &workspace.org_id, Permission::FindWorkspaces)
+                .map_err(AccountsError::concealed)?;
             let org = access::get_by_id(store, &workspace.org_id).await?;
             (workspace, org)
         }
         WorkspaceAt::Name { org, name } => {
-            let org =
-                access::authorized(store, principal, org, Permission::Read).await.map_err(AccountsError::concealed)?;
+            let org = access::authorized(store, principal, org, Permission::FindWorkspaces)
+                .await
+                .map_err(AccountsError::concealed)?;
             let workspace: Workspace =
                 store.get(&keys::workspace(&org.id, name)).await?.ok_or(AccountsError::NotFound)?.parse()?;
             (workspace, org)

@@ -65,7 +65,7 @@ async fn register(
 ) -> Result<Document, ApiError> {
     let registration: Registration = body(raw)?.unwrap_or_default();
     let agent = agents::register(&state, &grant, registration.name, ip).await?;
-    Ok(Document::one(render::agent(&agent, &state)).created())
+    Ok(Document::one(render::agent(&agent, &state)).created().meta("report-in", state.config.agent_report_in().into()))
 }
 
 async fn report(
@@ -78,5 +78,6 @@ async fn report(
     let status =
         status.ok_or_else(|| ApiError::invalid("/status", "status is required: idle, busy, exited or errored"))?;
     let agent = agents::report(&state, &grant, &id, status).await?;
-    Ok(Document::one(render::agent(&agent, &state)))
+    // When to report next, well inside the ping timeout whatever it is set to.
+    Ok(Document::one(render::agent(&agent, &state)).meta("report-in", state.config.agent_report_in().into()))
 }

@@ -39,14 +39,21 @@ impl QueryParams {
     /// Whether `include` asks for `name`, the one inclusion the route can give; any other is
     /// refused, as JSON:API asks of a server that cannot include it.
     pub fn includes(&self, name: &str) -> Result<bool, ApiError> {
-        let Some(include) = self.non_empty("include") else { return Ok(false) };
-        let mut asked = false;
+        Ok(!self.inclusions(&[name])?.is_empty())
+    }
+
+    /// The inclusions `include` asks for, each one of `allowed`; any other is refused.
+    pub fn inclusions<'a>(&self, allowed: &[&'a str]) -> Result<Vec<&'a str>, ApiError> {
+        let Some(include) = self.non_empty("include") else { return Ok(Vec::new()) };
+        let mut asked = Vec::new();
         for wanted in include.split(',') {
-            match wanted.trim() {
-                wanted if wanted == name => asked = true,
-                other => {
+            match allowed.iter().find(|name| **name == wanted.trim()) {
+                Some(name) => asked.push(*name),
+                None => {
                     return Err(ApiError::bad_request(format!(
-                        "`include`: `{other}` cannot be included; `{name}` can."
+                        "`include`: `{}` cannot be included; {} can.",
+                        wanted.trim(),
+                        allowed.iter().map(|name| format!("`{name}`")).collect::<Vec<_>>().join(", ")
                     )))
                 }
             }

@@ -119,8 +119,13 @@ pub mod routers {
         edge(finish(crate::agents::router(), state))
     }
 
+    /// Agents' own API: registration and reports, and the jobs they claim and run.
     pub fn agent_gateway(state: AppState) -> Router {
-        edge(finish(crate::agents::gateway::router(), state))
+        edge(finish(crate::agents::gateway::router().merge(crate::runs::agent_routes::router()), state))
+    }
+
+    pub fn runs(state: AppState) -> Router {
+        edge(finish(crate::runs::router(), state))
     }
 
     pub fn credential_broker(state: AppState) -> Router {
@@ -158,5 +163,7 @@ fn families() -> Router<AppState> {
         .merge(crate::state_versions::router())
         .merge(crate::agents::router())
         .merge(crate::agents::gateway::router())
+        .merge(crate::runs::router())
+        .merge(crate::runs::agent_routes::router())
         .merge(crate::broker::router())
 }

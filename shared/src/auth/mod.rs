@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-pub use principal::{AgentGrant, OrganizationAccess, Permission, Principal, TeamGrant};
+pub use principal::{AgentGrant, JobGrant, OrganizationAccess, Permission, Principal, TeamGrant};
 
 use crate::api::ApiError;
 use crate::ids::{random_token, ID_CHARS, ORGANIZATION_PREFIX};
@@ -294,6 +294,28 @@ impl FromRequestParts<AppState> for AgentCaller {
         let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?;
         match resolve(state.store.as_ref(), secret).await? {
             Some(Principal::Agent(grant)) => Ok(AgentCaller(grant)),
+            _ => Err(ApiError::unauthorized()),
+        }
+    }
+}
+
+/// A caller of a run's job API: a job token only (the agent running the job).
+#[derive(Debug, Clone)]
+pub struct JobCaller {
+    pub principal: Principal,
+    pub grant: JobGrant,
+}
+
+impl FromRequestParts<AppState> for JobCaller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
+        let secret = bearer(parts).ok_or_else(ApiError::unauthorized)?;
+        match resolve(state.store.as_ref(), secret).await? {
+            Some(principal @ Principal::Job(_)) => {
+                let Principal::Job(grant) = &principal else { unreachable!("matched above") };
+                Ok(JobCaller { grant: grant.clone(), principal })
+            }
             _ => Err(ApiError::unauthorized()),
         }
     }

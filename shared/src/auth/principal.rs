@@ -29,6 +29,12 @@ pub enum Permission {
     ManageWorkspaces,
     /// What only owners may do: teams, tokens, settings, deleting modules.
     Own,
+    /// Read the registry's modules and providers (the protocol `terraform init` speaks): part of
+    /// `Read`, and all a run's job token reads in its organization beside its workspace.
+    ReadRegistry,
+    /// Find a workspace (what may be done there is the workspace's own grant): part of `Read`,
+    /// and what lets a run's job token reach its one workspace.
+    FindWorkspaces,
 }
 
 /// What a team token carries: copied from the team when the token is made, and rewritten
@@ -49,6 +55,25 @@ pub struct AgentGrant {
     pub token_id: String,
 }
 
+/// What a run's job token carries: the run's workspace, for the length of one job (a plan or an
+/// apply) on one agent. It reads that workspace's configuration, state and variables, writes its
+/// logs (and, for an apply, its state), and reads its organization's registry; nothing else.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobGrant {
+    pub org_id: String,
+    pub workspace_id: String,
+    pub run_id: String,
+    /// `plan` or `apply`.
+    pub phase: String,
+    pub agent_id: String,
+}
+
+impl JobGrant {
+    pub fn applies(&self) -> bool {
+        self.phase == "apply"
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum Principal {
@@ -56,6 +81,8 @@ pub enum Principal {
     Team(TeamGrant),
     /// Only the agent gateway accepts these; the management API answers them with 401.
     Agent(AgentGrant),
+    /// A run's job token: what the agent running the job, and Terraform there, act as.
+    Job(JobGrant),
 }
 
 impl Principal {
@@ -70,6 +97,8 @@ impl Principal {
             }
             // Never reached by the management API: its extractor refuses agent tokens.
             Principal::Agent(grant) => (format!("user-{}", grant.token_id), format!("api-agent_{}", grant.token_id)),
+            // The run itself: what holds its workspace's lock, so its state writes pass the lock check.
+            Principal::Job(grant) => (grant.run_id.clone(), format!("api-run_{}", grant.run_id)),
         }
     }
 
@@ -87,10 +116,13 @@ impl Principal {
         match self {
             Principal::SiteAdmin => true,
             Principal::Agent(_) => false,
+            Principal::Job(grant) => {
+                grant.org_id == org_id && matches!(permission, Permission::ReadRegistry | Permission::FindWorkspaces)
+            }
             Principal::Team(grant) if grant.org_id != org_id => false,
             Principal::Team(grant) if grant.owners => true,
             Principal::Team(grant) => match permission {
-                Permission::Read => true,
+                Permission::Read | Permission::ReadRegistry | Permission::FindWorkspaces => true,
                 Permission::ManageModules => grant.access.manage_modules,
                 Permission::ManageProviders => grant.access.manage_providers,
                 Permission::ManageAgentPools => grant.access.manage_agent_pools,
@@ -106,6 +138,7 @@ impl Principal {
             Principal::SiteAdmin => None,
             Principal::Team(grant) => Some(&grant.org_id),
             Principal::Agent(grant) => Some(&grant.org_id),
+            Principal::Job(grant) => Some(&grant.org_id),
         }
     }
 }

@@ -33,6 +33,8 @@
 //! | the broker's reseal pass finished | `BROKER` | `RESEALED` | |
 //! | a mount's configuration, roles, static roles, leases | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>`, `STATIC#<name>`, `LEASE#<id>` | static roles `BSTATIC` / `<next rotation>#…`, leases `BLEASES` / `<expiry>#<id>` |
 //! | a write-ahead record of an IAM user being created | `BMOUNT#<mount-uuid>` | `USERWAL#<user>` | `BUSERWAL` / `<written at>#<mount>/<user>` |
+//! | a workspace's configuration version, run, run waiting for the lock, log chunk | `ORG#<org-id>` | `WSD#<workspace-id>#CV#<ms>#<cv-id>`, `…#RUN#<ms>#<run-id>`, `…#RUNWAIT#<ms>#<run-id>`, `…#LOG#<run-id>#<phase>#<offset>` | a claimed run: `JOBLEASE` / `<lease end>#<run-id>` |
+//! | a job waiting for an agent | `JOBQ#<pool-id or remote>` | `<ms>#<run-id>` | |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
 //! | web console session (TTL) | `WEBSESSION#<sha256-hex of the session id>` | `WEBSESSION` | |
@@ -160,6 +162,57 @@ pub fn workspace_data(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#"))
 }
 
+/// A workspace's configuration version, by when it was made (milliseconds, zero padded: the
+/// newest sorts last).
+pub fn configuration_version(org_id: &str, workspace_id: &str, at_ms: i64, id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#CV#{at_ms:015}#{id}"))
+}
+
+pub fn configuration_versions(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#CV#"))
+}
+
+/// A workspace's run, by when it was made.
+pub fn run(org_id: &str, workspace_id: &str, at_ms: i64, id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUN#{at_ms:015}#{id}"))
+}
+
+pub fn runs(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUN#"))
+}
+
+/// A run waiting for its turn at the workspace's lock, oldest first: one per pending run that
+/// needs the lock, removed when it starts or ends.
+pub fn run_waiting(org_id: &str, workspace_id: &str, at_ms: i64, id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUNWAIT#{at_ms:015}#{id}"))
+}
+
+pub fn runs_waiting(org_id: &str, workspace_id: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUNWAIT#"))
+}
+
+/// A chunk of a run's plan or apply log, by the offset of its first byte.
+pub fn run_log_chunk(org_id: &str, workspace_id: &str, run_id: &str, phase: &str, offset: u64) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOG#{run_id}#{phase}#{offset:012}"))
+}
+
+pub fn run_log(org_id: &str, workspace_id: &str, run_id: &str, phase: &str) -> Query {
+    Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOG#{run_id}#{phase}#"))
+}
+
+/// A job waiting for an agent in a queue (an agent pool's id, or `remote` for Hangar's own
+/// runners), oldest first.
+pub fn job_queue_entry(queue: &str, at_ms: i64, run_id: &str) -> Key {
+    Key::new(format!("JOBQ#{queue}"), format!("{at_ms:015}#{run_id}"))
+}
+
+pub fn job_queue(queue: &str) -> Query {
+    Query::partition(format!("JOBQ#{queue}"), "")
+}
+
+/// The schedule (GSI1) of claimed jobs by when their lease runs out.
+pub const JOB_LEASES: &str = "JOBLEASE";
+
 /// Points from a resource id (`team-…`, `ws-…`) to the item that holds the resource.
 pub fn id_pointer(id: &str) -> Key {
     Key::new(format!("ID#{id}"), "ID")
@@ -177,13 +230,15 @@ pub fn holds(key: &Key, kind: Kind) -> bool {
         Kind::OAuthClient => "OAUTHCLIENT#",
         Kind::OAuthToken => "OAUTHTOKEN#",
         Kind::Module => "MOD#",
-        Kind::StateVersion | Kind::Variable | Kind::TeamAccess => "WSD#",
+        Kind::StateVersion | Kind::Variable | Kind::TeamAccess | Kind::ConfigurationVersion | Kind::Run => "WSD#",
     };
     // A workspace's data holds several kinds: the one after its id tells them apart.
     let within: &[&str] = match kind {
         Kind::StateVersion => &["#SV#", "#SVPENDING#"],
         Kind::Variable => &["#VAR#"],
         Kind::TeamAccess => &["#ACCESS#"],
+        Kind::ConfigurationVersion => &["#CV#"],
+        Kind::Run => &["#RUN#"],
         _ => &[""],
     };
     key.pk.starts_with("ORG#") && key.sk.starts_with(sort) && within.iter().any(|part| key.sk.contains(part))

@@ -102,6 +102,7 @@ impl Viewer {
                 }
             }
             Who::Hangar(Principal::Agent(_)) => "an agent token".to_owned(),
+            Who::Hangar(Principal::Job(_)) => "a run's job token".to_owned(),
             Who::Broker(token) => {
                 format!("broker token {} with the policies {}", token.display_name, token.policies.join(", "))
             }
@@ -137,7 +138,7 @@ pub async fn sign_in(store: &dyn ItemStore, secret: &str, now: i64) -> Result<Op
         return Ok(None);
     }
     let kind = match auth::resolve(store, secret).await? {
-        Some(Principal::Agent(_)) => return Ok(None),
+        Some(Principal::Agent(_) | Principal::Job(_)) => return Ok(None),
         Some(_) => TokenKind::Hangar,
         // A token with limited uses opens no session: every page would have to spend one.
         None if broker_tokens::resolve(store, secret).await?.is_some_and(|t| !t.is_limited_use()) => TokenKind::Broker,
@@ -168,7 +169,7 @@ pub async fn open(store: &dyn ItemStore, id: &str, now: i64) -> Result<Option<Vi
     }
     let who = match session.kind {
         TokenKind::Hangar => match auth::resolve_hash(store, &session.token_hash).await? {
-            Some(Principal::Agent(_)) | None => None,
+            Some(Principal::Agent(_) | Principal::Job(_)) | None => None,
             Some(principal) => Some(Who::Hangar(principal)),
         },
         TokenKind::Broker => broker_tokens::resolve_hash(store, &session.token_hash)

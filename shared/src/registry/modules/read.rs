@@ -86,7 +86,7 @@ pub(super) async fn read_at(
 ) -> Result<Read> {
     if let Err(refused) = check_curation(state, address.registry) {
         // Told only to those who may read the organization.
-        organization(state.store.as_ref(), &caller.principal, org_name, Permission::Read).await?;
+        organization(state.store.as_ref(), &caller.principal, org_name, Permission::ReadRegistry).await?;
         return Err(refused);
     }
     // A private module's namespace is its organization's name, which the path also names.
@@ -149,7 +149,7 @@ pub(crate) async fn read(
     }
     keys.extend_from_slice(also);
     let (org, mut found) =
-        access::authorized_at(store, principal, wanted.org_name, located, Permission::Read, &keys).await?;
+        access::authorized_at(store, principal, wanted.org_name, located, Permission::ReadRegistry, &keys).await?;
     let module: Module = found.remove(0).ok_or(RegistryError::NotFound)?.parse()?;
     let index = if indexed { found.remove(0) } else { None };
     let module = upgraded(store, module).await?;

@@ -65,7 +65,7 @@ type ScopedCaller = std::result::Result<Scoped, ApiError>;
 /// The organization behind a namespace, if the caller may read it.
 async fn namespace(store: &dyn ItemStore, caller: Caller, namespace: &str) -> Result<(Principal, Organization)> {
     let principal = caller?;
-    let org = access::authorized(store, &principal, namespace, Permission::Read).await?;
+    let org = access::authorized(store, &principal, namespace, Permission::ReadRegistry).await?;
     Ok((principal, org))
 }
 
@@ -400,7 +400,7 @@ async fn count_download(
     version_key: Key,
 ) {
     let org_id = located.org_id();
-    if !principal.can(org_id, Permission::Read) {
+    if !principal.can(org_id, Permission::ReadRegistry) {
         return;
     }
     let mut writes = vec![

@@ -66,7 +66,8 @@ async fn versions(
     let org_id = located.org_id();
     let wanted = [keys::registry_provider(org_id, None, &name), keys::provider_version_index(org_id, &name)];
     let (org, found) =
-        access::authorized_at(store, &caller.principal, &namespace, &located, Permission::Read, &wanted).await?;
+        access::authorized_at(store, &caller.principal, &namespace, &located, Permission::ReadRegistry, &wanted)
+            .await?;
     state.org_hints.learn(&namespace, &org.id);
     if found[0].is_none() {
         return Err(ProtocolError::NotFound);
@@ -95,7 +96,8 @@ async fn download(
     let located = access::locate(store, &caller.principal, &namespace, caller.name.as_ref()).await?;
     let wanted = [keys::provider_version(located.org_id(), &name, &version)];
     let (org, mut found) =
-        access::authorized_at(store, &caller.principal, &namespace, &located, Permission::Read, &wanted).await?;
+        access::authorized_at(store, &caller.principal, &namespace, &located, Permission::ReadRegistry, &wanted)
+            .await?;
     state.org_hints.learn(&namespace, &org.id);
     let stored: ProviderVersion = found.remove(0).ok_or(ProtocolError::NotFound)?.parse()?;
     let platform = stored.platform(&os, &arch).filter(|p| stored.serves(p)).ok_or(ProtocolError::NotFound)?;

@@ -1,0 +1,84 @@
+//! `hangar-agent`: registers with a Hangar agent pool, claims one job at a time (pull, never
+//! push), runs Terraform for it, and reports as it goes. dev-server's built-in runners run the
+//! same loop in its own process.
+
+pub mod client;
+mod job;
+mod log;
+mod workdir;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+pub use client::{Client, ClientError};
+
+/// What an agent is told by its environment.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Hangar's address (`https://hangar.example.com`).
+    pub address: String,
+    /// An agent pool's token.
+    pub token: String,
+    pub name: String,
+    /// The Terraform binary to run (a path, or a name looked up on the `PATH`).
+    pub terraform: PathBuf,
+    /// Take one job, then exit.
+    pub single: bool,
+    /// Where jobs' working directories go (the system's temporary directory by default).
+    pub work_dir: Option<PathBuf>,
+    /// How long an idle agent waits between two looks at its queue.
+    pub poll: Duration,
+}
+
+/// Runs the agent until `stop` turns true (then it reports `exited`), or after one job with
+/// `single`.
+pub async fn run(settings: Settings, mut stop: watch::Receiver<bool>) -> Result<(), ClientError> {
+    let client = Client::new(&settings.address, &settings.token)?;
+    let (agent_id, mut report_in) = client.register(&settings.name).await?;
+    tracing::info!(agent = %agent_id, name = %settings.name, "registered");
+    let mut reported = Instant::now();
+    loop {
+        if *stop.borrow() {
+            let _ = client.report(&agent_id, "exited").await;
+            return Ok(());
+        }
+        if reported.elapsed() >= Duration::from_secs(report_in) {
+            report_in = client.report(&agent_id, "idle").await?;
+            reported = Instant::now();
+        }
+        let claimed = match client.claim(&agent_id).await {
+            Ok(claimed) => claimed,
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming a job failed; retried");
+                None
+            }
+        };
+        let Some(claim) = claimed else {
+            tokio::select! {
+                _ = tokio::time::sleep(settings.poll) => {}
+                _ = stop.changed() => {}
+            }
+            continue;
+        };
+        tracing::info!(run = %claim.run, phase = %claim.phase, "job claimed");
+        let _ = client.report(&agent_id, "busy").await;
+        let runner = job::Runner {
+            client: &client,
+            agent_id: &agent_id,
+            terraform: &settings.terraform,
+            work_parent: settings.work_dir.as_deref(),
+        };
+        if let Err(e) = runner.run(&claim).await {
+            tracing::warn!(run = %claim.run, error = %e, "the job's end could not be reported");
+        }
+        tracing::info!(run = %claim.run, phase = %claim.phase, "job done");
+        report_in = client.report(&agent_id, "idle").await.unwrap_or(report_in);
+        reported = Instant::now();
+        if settings.single {
+            let _ = client.report(&agent_id, "exited").await;
+            return Ok(());
+        }
+    }
+}
