@@ -40,12 +40,22 @@ pub struct Client {
 
 /// The platform's certificate authorities (`SSL_CERT_FILE` and `SSL_CERT_DIR` included), on
 /// rustls with aws-lc.
-fn tls() -> Result<rustls::ClientConfig> {
+fn tls(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig> {
+    use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
     for cert in found.certs {
         // One certificate the platform lists but rustls cannot parse does not stop the rest.
         let _ = roots.add(cert);
+    }
+    if let Some(file) = ca_file {
+        let certs = rustls::pki_types::CertificateDer::pem_file_iter(file)
+            .map_err(|e| ClientError::Tls(format!("{}: {e}", file.display())))?;
+        for cert in certs {
+            roots
+                .add(cert.map_err(|e| ClientError::Tls(e.to_string()))?)
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+        }
     }
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
@@ -74,9 +84,10 @@ pub struct Beat {
 }
 
 impl Client {
-    pub fn new(address: &str, agent_token: &str) -> Result<Self> {
+    /// A client of the Hangar at `address`, trusting the platform's authorities and `ca_file`'s.
+    pub fn new(address: &str, agent_token: &str, ca_file: Option<&std::path::Path>) -> Result<Self> {
         let http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls()?)
+            .use_preconfigured_tls(tls(ca_file)?)
             .connect_timeout(Duration::from_secs(10))
             .timeout(Duration::from_secs(300))
             .build()?;

@@ -34,6 +34,7 @@ pub struct Runner<'a> {
     pub agent_id: &'a str,
     pub terraform: &'a Path,
     pub work_parent: Option<&'a Path>,
+    pub ca_file: Option<&'a Path>,
 }
 
 /// Why a job did not finish.
@@ -143,6 +144,10 @@ impl Runner<'_> {
             .filter(|v| v["category"] == "env")
             .filter_map(|v| Some((v["key"].as_str()?.to_owned(), v["value"].as_str()?.to_owned())))
             .collect();
+        let mut env = env;
+        if let Some(ca_file) = self.ca_file {
+            env.push(("SSL_CERT_FILE".into(), ca_file.to_string_lossy().into_owned()));
+        }
         let terraform = Terraform { binary: self.terraform, workdir: &workdir, env, log: log.sender() };
         let mut control = control;
         terraform.run(&["init", "-input=false", "-no-color"], &mut control).await?;
@@ -255,7 +260,8 @@ impl Terraform<'_> {
                     if changed.is_err() {
                         continue;
                     }
-                    match *control.borrow_and_update() {
+                    let now = *control.borrow_and_update();
+                    match now {
                         Control::Interrupt if !interrupted => {
                             interrupted = true;
                             if let Some(pid) = child.id().and_then(|id| i32::try_from(id).ok()) {
@@ -276,7 +282,8 @@ impl Terraform<'_> {
             let _ = reader.await;
         }
         let status = status.map_err(|e| Failure::Errored(format!("Terraform could not be waited for: {e}")))?;
-        if interrupted || *control.borrow() == Control::Interrupt {
+        let asked = *control.borrow();
+        if interrupted || asked == Control::Interrupt {
             return Err(Failure::Canceled);
         }
         match status.success() {

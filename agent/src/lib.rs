@@ -30,17 +30,21 @@ pub struct Settings {
     pub work_dir: Option<PathBuf>,
     /// How long an idle agent waits between two looks at its queue.
     pub poll: Duration,
+    /// A certificate authority to trust beside the platform's (dev-server's own certificate, for
+    /// its built-in runners); Terraform is given it too (`SSL_CERT_FILE`).
+    pub ca_file: Option<PathBuf>,
 }
 
 /// Runs the agent until `stop` turns true (then it reports `exited`), or after one job with
 /// `single`.
 pub async fn run(settings: Settings, mut stop: watch::Receiver<bool>) -> Result<(), ClientError> {
-    let client = Client::new(&settings.address, &settings.token)?;
+    let client = Client::new(&settings.address, &settings.token, settings.ca_file.as_deref())?;
     let (agent_id, mut report_in) = client.register(&settings.name).await?;
     tracing::info!(agent = %agent_id, name = %settings.name, "registered");
     let mut reported = Instant::now();
     loop {
-        if *stop.borrow() {
+        let stopping = *stop.borrow();
+        if stopping {
             let _ = client.report(&agent_id, "exited").await;
             return Ok(());
         }
@@ -69,6 +73,7 @@ pub async fn run(settings: Settings, mut stop: watch::Receiver<bool>) -> Result<
             agent_id: &agent_id,
             terraform: &settings.terraform,
             work_parent: settings.work_dir.as_deref(),
+            ca_file: settings.ca_file.as_deref(),
         };
         if let Err(e) = runner.run(&claim).await {
             tracing::warn!(run = %claim.run, error = %e, "the job's end could not be reported");

@@ -50,6 +50,7 @@ async fn main() -> std::process::ExitCode {
         single: options.single,
         work_dir: options.work_dir,
         poll: Duration::from_secs(1),
+        ca_file: None,
     };
     let (stop_tx, stop) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -71,6 +71,9 @@ pub async fn install_tokens(state: &AppState, unconfigured: Unconfigured) -> Res
     if admin == AdminInstall::Installed {
         tracing::info!("site-admin token installed; the one installed before, if any, no longer works");
     }
+    if let Some(secret) = state.config.runner_token.as_deref().map(str::trim).filter(|s| !s.is_empty()) {
+        install_runner_token(state, secret).await?;
+    }
     let installed = match root_setting(state.config.root_service_token.as_deref()) {
         RootSetting::Secret(secret) => tokens::install_root(store, Some(secret), now).await.map_err(broker)?,
         RootSetting::Disabled => tokens::install_root(store, None, now).await.map_err(broker)?,
@@ -98,6 +101,16 @@ pub async fn install_tokens(state: &AppState, unconfigured: Unconfigured) -> Res
         state.work.notify_one();
     }
     Ok(generated)
+}
+
+/// Installs the token Hangar's own runners register with, and the site's pool they register to.
+pub async fn install_runner_token(state: &AppState, secret: &str) -> Result<(), BootError> {
+    let store = state.store.as_ref();
+    crate::agents::pool::ensure_site_pool(store).await?;
+    if crate::auth::install_runner_token(store, secret).await? == crate::auth::AdminInstall::Installed {
+        tracing::info!("the runners' token installed; the one installed before, if any, no longer works");
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -60,6 +60,9 @@ pub struct Config {
     /// The address clients reach Hangar at; links are built from it, else from the request.
     pub public_url: Option<String>,
     pub admin_token: Option<String>,
+    /// The token Hangar's own runners (`hangar-agent` on the site's pool, for `remote` workspaces)
+    /// register with (`HANGAR_RUNNER_TOKEN`, or its secret in AWS).
+    pub runner_token: Option<String>,
     pub max_upload_bytes: u64,
     /// The largest state a workspace keeps (`HANGAR_MAX_STATE_BYTES`, 64 MiB by default).
     pub max_state_bytes: u64,
@@ -393,6 +396,7 @@ impl Default for Config {
             bucket: "hangar-archives".into(),
             public_url: None,
             admin_token: None,
+            runner_token: None,
             max_upload_bytes: 512 * MIB,
             max_state_bytes: 64 * MIB,
             state_link_lifetime: std::time::Duration::from_secs(300),
@@ -503,6 +507,7 @@ impl Config {
             bucket: var("HANGAR_BUCKET").unwrap_or(defaults.bucket),
             public_url: var("HANGAR_PUBLIC_URL").map(|url| url.trim_end_matches('/').to_owned()),
             admin_token: var("HANGAR_ADMIN_TOKEN"),
+            runner_token: var("HANGAR_RUNNER_TOKEN"),
             max_upload_bytes,
             max_state_bytes: number(var, "HANGAR_MAX_STATE_BYTES", defaults.max_state_bytes, range::STATE_BYTES)?,
             state_link_lifetime: std::time::Duration::from_secs(number(

@@ -49,7 +49,8 @@ async fn bootstrap_tokens_from_secrets(config: &mut Config, aws: &AwsBase) -> Re
     let arn = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
     let (admin, root) = (arn("HANGAR_ADMIN_TOKEN_SECRET_ARN"), arn("HANGAR_ROOT_SERVICE_TOKEN_SECRET_ARN"));
     let link_key = arn("HANGAR_LINK_KEY_SECRET_ARN");
-    if admin.is_none() && root.is_none() && link_key.is_none() {
+    let runner = arn("HANGAR_RUNNER_TOKEN_SECRET_ARN");
+    if admin.is_none() && root.is_none() && link_key.is_none() && runner.is_none() {
         return Ok(());
     }
     let secrets = aws_sdk_secretsmanager::Client::new(aws.config().await);
@@ -71,6 +72,9 @@ async fn bootstrap_tokens_from_secrets(config: &mut Config, aws: &AwsBase) -> Re
     }
     if let Some(arn) = link_key {
         config.link_key = Some(read(arn).await?);
+    }
+    if let Some(arn) = runner {
+        config.runner_token = Some(read(arn).await?);
     }
     Ok(())
 }

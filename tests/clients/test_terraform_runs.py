@@ -153,39 +153,69 @@ class Cli:
         return result.stdout
 
 
+def plan_apply_cycle(hangar, api: Api, work: Path, workspace: str, workspace_id: str) -> None:
+    """`plan`, `apply -auto-approve`, `output`, `plan` again: each on Hangar's side."""
+    host = urlparse(hangar.url).netloc
+    cli = Cli(hangar, work, hangar.admin_token)
+    (cli.work / "main.tf").write_text(configuration(host, "acme", workspace, "world"))
+    cli.ok("init", "-input=false", "-no-color")
+
+    planned = cli.ok("plan", "-input=false", "-no-color")
+    assert "Running plan in the remote backend" in planned, planned
+    # The plan's log, as Terraform printed it on the agent, module installed with the job token.
+    assert "Downloading " in planned and "greeter" in planned, planned
+    assert "hello, world" in planned, planned
+
+    applied = cli.ok("apply", "-auto-approve", "-input=false", "-no-color")
+    assert "Apply complete!" in applied, applied
+    assert cli.ok("output", "-raw", "greeting") == "hello, world"
+
+    again = cli.ok("plan", "-input=false", "-no-color")
+    assert "No changes." in again, again
+
+    runs = api.call("GET", f"/api/v2/workspaces/{workspace_id}/runs")["data"]
+    statuses = [run["attributes"]["status"] for run in runs]
+    assert statuses.count("applied") == 1 and statuses.count("planned_and_finished") == 2, statuses
+    shown = api.call("GET", f"/api/v2/organizations/acme/workspaces/{workspace}")["data"]
+    assert shown["attributes"]["locked"] is False
+    assert shown["relationships"]["current-state-version"]["data"] is not None
+
+
+def create_organization(api: Api) -> None:
+    api.call("POST", "/api/v2/organizations", {"data": {"type": "organizations", "attributes": {"name": "acme", "email": "ops@acme.example"}}})
+
+
 def test_plan_and_apply_run_on_a_hangar_agent(hangar_tls, tmp_path: Path):
     api = Api(hangar_tls, hangar_tls.admin_token)
-    api.call("POST", "/api/v2/organizations", {"data": {"type": "organizations", "attributes": {"name": "acme", "email": "ops@acme.example"}}})
+    create_organization(api)
     workspace_id, pool_token = agent_mode_workspace(api, "acme", "app")
     publish_module(api, "acme")
     agent = start_agent(hangar_tls, pool_token)
     try:
-        host = urlparse(hangar_tls.url).netloc
-        cli = Cli(hangar_tls, tmp_path / "app", hangar_tls.admin_token)
-        (cli.work / "main.tf").write_text(configuration(host, "acme", "app", "world"))
-        cli.ok("init", "-input=false", "-no-color")
-
-        planned = cli.ok("plan", "-input=false", "-no-color")
-        assert "Running plan in the remote backend" in planned, planned
-        assert "greeting" in planned and "hello, world" in planned, planned
-
-        applied = cli.ok("apply", "-auto-approve", "-input=false", "-no-color")
-        assert "Apply complete!" in applied, applied
-        assert cli.ok("output", "-raw", "greeting") == "hello, world"
-
-        again = cli.ok("plan", "-input=false", "-no-color")
-        assert "No changes." in again, again
-
-        runs = api.call("GET", f"/api/v2/workspaces/{workspace_id}/runs")["data"]
-        statuses = [run["attributes"]["status"] for run in runs]
-        assert "applied" in statuses, statuses
-        workspace = api.call("GET", "/api/v2/organizations/acme/workspaces/app")["data"]
-        assert workspace["attributes"]["locked"] is False
+        plan_apply_cycle(hangar_tls, api, tmp_path / "app", "app", workspace_id)
     finally:
         agent.terminate()
         try:
-            _, errors = agent.communicate(timeout=15)
+            agent.communicate(timeout=15)
         except subprocess.TimeoutExpired:
             agent.kill()
-            _, errors = agent.communicate()
-        print(errors)
+
+
+@pytest.fixture
+def hangar_runner():
+    """dev-server `--tls` whose built-in runner runs the venv's Terraform."""
+    from conftest import _serve
+
+    yield from _serve("--tls", env={"HANGAR_TERRAFORM": terraform()})
+
+
+def test_a_remote_workspace_runs_on_dev_servers_runner(hangar_runner, tmp_path: Path):
+    api = Api(hangar_runner, hangar_runner.admin_token)
+    create_organization(api)
+    workspace = api.call(
+        "POST",
+        "/api/v2/organizations/acme/workspaces",
+        {"data": {"type": "workspaces", "attributes": {"name": "web", "execution-mode": "remote"}}},
+    )
+    publish_module(api, "acme")
+    plan_apply_cycle(hangar_runner, api, tmp_path / "web", "web", workspace["data"]["id"])

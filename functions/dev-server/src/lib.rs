@@ -67,6 +67,15 @@ pub struct Options {
     /// which makes every read cheaper, and a second server on the same directory is refused.
     #[arg(long, env = "HANGAR_SHARED_STORE")]
     pub shared_store: bool,
+    /// Built-in runners: what runs the workspaces in `remote` execution mode (the same code as
+    /// `hangar-agent`, registered to the site's pool). 0: none.
+    #[arg(long, env = "HANGAR_RUNNERS", default_value_t = 1,
+          value_parser = clap::value_parser!(u64).range(0..=64))]
+    pub runners: u64,
+    /// The Terraform binary the built-in runners run (a path, or a name on the `PATH`): Hangar
+    /// never downloads one.
+    #[arg(long, env = "HANGAR_TERRAFORM", default_value = "terraform")]
+    pub terraform: PathBuf,
 }
 
 impl Options {
@@ -109,11 +118,19 @@ pub struct Running {
     rotation: JoinHandle<()>,
     /// The upload-event poller, on DynamoDB and S3.
     uploads: Option<JoinHandle<()>>,
+    /// The built-in runners, told to stop (and report `exited`) with the server.
+    runners: Vec<JoinHandle<()>>,
+    stop_runners: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
     /// Stops accepting connections, lets requests in flight finish, and waits.
     pub async fn stop(self) -> std::io::Result<()> {
+        let _ = self.stop_runners.send(true);
+        for runner in self.runners {
+            // A runner in a job stops at its end; one that takes longer is left to its lease.
+            let _ = tokio::time::timeout(Duration::from_secs(5), runner).await;
+        }
         self.rotation.abort();
         if let Some(uploads) = &self.uploads {
             uploads.abort();
@@ -168,6 +185,7 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
     let rotation = tokio::spawn(run_jobs(state.clone(), options.rotation_interval));
     let uploads = queue.map(|queue| tokio::spawn(queue.run(state.clone())));
     // `/` opens the web console, as Vault's `-dev` server opens on its UI.
+    let runner_state = state.clone();
     let router = routers::all(state).route("/", axum::routing::get(|| async { axum::response::Redirect::to("/app") }));
 
     // A client gets `header_timeout` to send its request line and headers and `body_timeout` to
@@ -195,7 +213,56 @@ pub async fn start(options: Options, config: Config) -> Result<Running, Error> {
     } else {
         (tokio::spawn(async move { server.serve(service).await }), None)
     };
-    Ok(Running { url, generated_admin_token, generated_root_token, certificate, shutdown, task, rotation, uploads })
+    let (stop_runners, runners) = start_runners(&runner_state, &options, &url, certificate.as_deref()).await?;
+    Ok(Running {
+        url,
+        generated_admin_token,
+        generated_root_token,
+        certificate,
+        shutdown,
+        task,
+        rotation,
+        uploads,
+        runners,
+        stop_runners,
+    })
+}
+
+/// Starts the built-in runners: a token of their own, new at each start (installed hashed, the
+/// previous start's no longer works), and the agent's loop for each, against this server.
+async fn start_runners(
+    state: &AppState,
+    options: &Options,
+    url: &str,
+    certificate: Option<&Path>,
+) -> Result<(tokio::sync::watch::Sender<bool>, Vec<JoinHandle<()>>), Error> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    if options.runners == 0 {
+        return Ok((stop, Vec::new()));
+    }
+    let secret = hangar::auth::new_secret();
+    hangar::bootstrap::install_runner_token(state, &secret).await?;
+    let runners = (1..=options.runners)
+        .map(|n| {
+            let settings = hangar_agent::Settings {
+                address: url.to_owned(),
+                token: secret.clone(),
+                name: format!("dev-server-runner-{n}"),
+                terraform: options.terraform.clone(),
+                single: false,
+                work_dir: None,
+                poll: Duration::from_secs(1),
+                ca_file: certificate.map(Path::to_path_buf),
+            };
+            let stopped = stopped.clone();
+            tokio::spawn(async move {
+                if let Err(e) = hangar_agent::run(settings, stopped).await {
+                    tracing::error!(error = %e, "a built-in runner stopped");
+                }
+            })
+        })
+        .collect();
+    Ok((stop, runners))
 }
 
 /// The scheduled jobs on a timer (and at once when work is recorded): what EventBridge does for

@@ -119,3 +119,31 @@ pub async fn forget(
     }
     Ok(writes)
 }
+
+/// The organization id under which Hangar's own runners are recorded: no organization has it
+/// (ids are `org-` and 16 characters), so no organization's API reaches their pool or agents.
+pub const SITE_ORG: &str = "hangar-site";
+
+/// The id of the site's pool of runners, which run the workspaces in `remote` execution mode;
+/// also the name of their job queue.
+pub const SITE_POOL: &str = "remote";
+
+/// Records the site's pool of runners, once (a start that finds it changes nothing), so that
+/// runners register and report as any agent does.
+pub async fn ensure_site_pool(store: &dyn ItemStore) -> Result<(), StoreError> {
+    let pool = AgentPool {
+        id: SITE_POOL.into(),
+        org_id: SITE_ORG.into(),
+        name: "Hangar's runners".into(),
+        organization_scoped: true,
+        allowed_workspaces: Vec::new(),
+        workspaces: Vec::new(),
+        created_at: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        revision: 0,
+    };
+    let item = Item::from_value(pool.key(), &pool)?;
+    match store.transact(vec![Write::Put { item, condition: Condition::NotExists }]).await {
+        Err(e) if !e.is_condition_failed() => Err(e),
+        _ => Ok(()),
+    }
+}

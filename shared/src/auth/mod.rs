@@ -192,17 +192,42 @@ pub enum AdminInstall {
 /// nothing. Starts racing with each other agree (the record is written on the condition that it
 /// is unchanged). Tokens installed by versions before the record existed are not known here.
 pub async fn install_admin_token(store: &dyn ItemStore, secret: &str) -> Result<AdminInstall, StoreError> {
+    install_site_token(store, secret, keys::site_admin_bootstrap(), SITE_ADMIN_TOKEN_ID, Principal::SiteAdmin).await
+}
+
+/// The `token_id` of the runners' token.
+const SITE_RUNNER_TOKEN_ID: &str = "site-runner";
+
+/// Makes `secret` the token Hangar's own runners register with (an agent token of the site's
+/// pool, which runs the workspaces in `remote` execution mode), as [`install_admin_token`] does.
+pub async fn install_runner_token(store: &dyn ItemStore, secret: &str) -> Result<AdminInstall, StoreError> {
+    let grant = AgentGrant {
+        org_id: crate::agents::pool::SITE_ORG.into(),
+        pool_id: crate::agents::pool::SITE_POOL.into(),
+        token_id: SITE_RUNNER_TOKEN_ID.into(),
+    };
+    install_site_token(store, secret, keys::site_runner_bootstrap(), SITE_RUNNER_TOKEN_ID, Principal::Agent(grant))
+        .await
+}
+
+/// Installs one of the site's own tokens, each with its bootstrap record at `record_key`.
+async fn install_site_token(
+    store: &dyn ItemStore,
+    secret: &str,
+    record_key: Key,
+    token_id: &str,
+    principal: Principal,
+) -> Result<AdminInstall, StoreError> {
     let hash = hash_secret(secret);
     let outcome = retry_on_race(|| async {
-        let previous: Option<Installed> =
-            store.get(&keys::site_admin_bootstrap()).await?.map(|i| i.parse()).transpose()?;
+        let previous: Option<Installed> = store.get(&record_key).await?.map(|i| i.parse()).transpose()?;
         if previous.as_ref().is_some_and(|p| p.hash == hash) {
             return Ok(Some(AdminInstall::Unchanged));
         }
         let token = TokenRecord {
             hash: hash.clone(),
-            token_id: SITE_ADMIN_TOKEN_ID.into(),
-            principal: Principal::SiteAdmin,
+            token_id: token_id.into(),
+            principal: principal.clone(),
             created_at: crate::api::timestamp(chrono::Utc::now()),
         };
         let (condition, revision) = match &previous {
@@ -211,7 +236,7 @@ pub async fn install_admin_token(store: &dyn ItemStore, secret: &str) -> Result<
         };
         let installed = Installed { hash: hash.clone(), revision };
         let mut transaction = Transaction::new();
-        let record = Item::from_value(keys::site_admin_bootstrap(), &installed)?;
+        let record = Item::from_value(record_key.clone(), &installed)?;
         let record_unchanged = transaction.add(Write::Put { item: record, condition });
         transaction.add(Write::Put { item: token.to_item()?, condition: Condition::Always });
         if let Some(previous) = &previous {
@@ -224,7 +249,7 @@ pub async fn install_admin_token(store: &dyn ItemStore, secret: &str) -> Result<
         }
     })
     .await?;
-    outcome.ok_or_else(|| StoreError::backend("the site-admin token's bootstrap record kept changing"))
+    outcome.ok_or_else(|| StoreError::backend("a site token's bootstrap record kept changing"))
 }
 
 /// Whether a site-admin token was ever installed or generated here (dev-server generates one at

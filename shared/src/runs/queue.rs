@@ -35,8 +35,8 @@ pub const SWEEP_LIMIT: usize = 200;
 /// far sooner when the agent goes silent.
 const JOB_TOKEN_TTL_SECS: i64 = 24 * 3600;
 
-/// The queue of Hangar's own runners (workspaces in `remote` execution mode).
-pub const REMOTE_QUEUE: &str = "remote";
+/// The queue of Hangar's own runners (workspaces in `remote` execution mode): the site pool's.
+pub const REMOTE_QUEUE: &str = crate::agents::pool::SITE_POOL;
 
 /// Seconds the lease of a job lasts past each report: the agents' ping timeout.
 fn lease_secs(state: &AppState) -> i64 {

@@ -38,7 +38,7 @@
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
 //! | web console session (TTL) | `WEBSESSION#<sha256-hex of the session id>` | `WEBSESSION` | |
-//! | bootstrap record of the site-admin token | `SITE` | `ADMIN_TOKEN` | |
+//! | bootstrap record of the site-admin token, of the runners' token | `SITE` | `ADMIN_TOKEN`, `RUNNER_TOKEN` | |
 //! | the registry's reseal pass finished | `SITE` | `REGISTRY_RESEALED` | |
 //!
 //! Everything an organization owns lives in its partition, so deleting the organization is a
@@ -263,6 +263,11 @@ pub fn site_admin_marker() -> Key {
 /// configured value replaces.
 pub fn site_admin_bootstrap() -> Key {
     Key::new("SITE", "ADMIN_TOKEN")
+}
+
+/// The bootstrap record of the token Hangar's own runners register with.
+pub fn site_runner_bootstrap() -> Key {
+    Key::new("SITE", "RUNNER_TOKEN")
 }
 
 /// The count of organizations, for the site admin's list total.
