@@ -74,6 +74,9 @@ pub fn options(data_dir: &std::path::Path) -> Options {
         // Only `spawn_on_dynamodb` polls a queue of its own: every test shares one emulator.
         upload_queue: String::new(),
         shared_store: false,
+        // No built-in runner claims jobs behind a test's back: tests start the agents they want.
+        runners: 0,
+        terraform: "terraform".into(),
     }
 }
 
