@@ -68,6 +68,9 @@ pub struct Config {
     pub max_state_bytes: u64,
     /// How long a state version's download links work (`HANGAR_STATE_LINK_SECONDS`, 300).
     pub state_link_lifetime: std::time::Duration,
+    /// How long a run's log links work (`HANGAR_LOG_LINK_SECONDS`, 12 hours): the CLI reads one
+    /// for as long as its plan or apply runs.
+    pub log_link_lifetime: std::time::Duration,
     /// The key that signs links served without a bearer token (`HANGAR_LINK_KEY`; in AWS read
     /// from the secret `HANGAR_LINK_KEY_SECRET_ARN` names). Unset, dev-server signs with a key
     /// file in its data directory, and a deployed function signs no links.
@@ -305,6 +308,7 @@ mod range {
     pub const STATE_BYTES: RangeInclusive<u64> = 1..=GIB;
     /// A second to an hour.
     pub const STATE_LINK_SECONDS: RangeInclusive<u64> = 1..=3600;
+    pub const LOG_LINK_SECONDS: RangeInclusive<u64> = 1..=7 * 24 * 3600;
     pub const ARCHIVE_COMPRESSED_BYTES: RangeInclusive<u64> = 1..=5 * GIB;
     pub const ARCHIVE_UNCOMPRESSED_BYTES: RangeInclusive<u64> = 1..=64 * GIB;
     pub const ARCHIVE_ENTRIES: RangeInclusive<u64> = 1..=1_000_000;
@@ -400,6 +404,7 @@ impl Default for Config {
             max_upload_bytes: 512 * MIB,
             max_state_bytes: 64 * MIB,
             state_link_lifetime: std::time::Duration::from_secs(300),
+            log_link_lifetime: std::time::Duration::from_secs(12 * 3600),
             link_key: None,
             archive_limits: ArchiveLimits::default(),
             public_registry_url: "https://registry.terraform.io/v1/modules".into(),
@@ -515,6 +520,12 @@ impl Config {
                 "HANGAR_STATE_LINK_SECONDS",
                 defaults.state_link_lifetime.as_secs(),
                 range::STATE_LINK_SECONDS,
+            )?),
+            log_link_lifetime: std::time::Duration::from_secs(number(
+                var,
+                "HANGAR_LOG_LINK_SECONDS",
+                defaults.log_link_lifetime.as_secs(),
+                range::LOG_LINK_SECONDS,
             )?),
             link_key: var("HANGAR_LINK_KEY"),
             archive_limits,

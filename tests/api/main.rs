@@ -23,6 +23,7 @@ mod registry_protocol;
 mod registry_proxy;
 mod reseal;
 mod round_trips;
+mod runs;
 mod state_versions;
 mod store_throttle;
 mod team_access;

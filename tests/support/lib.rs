@@ -287,6 +287,16 @@ pub async fn spawn_on_dynamodb_without_queue() -> TestApp {
 }
 
 async fn spawn_on_dynamodb_polling(queue: bool) -> TestApp {
+    spawn_on_dynamodb_configured(queue, Config::default()).await
+}
+
+/// dev-server on DynamoDB and S3 in the emulator, polling its upload queue, with `base`'s
+/// settings (its table and bucket new).
+pub async fn spawn_on_dynamodb_with(base: Config) -> TestApp {
+    spawn_on_dynamodb_configured(true, base).await
+}
+
+async fn spawn_on_dynamodb_configured(queue: bool, base: Config) -> TestApp {
     moto_in_environment().await;
     let data_dir = tempfile::tempdir().expect("a temporary directory");
     let suffix = random_token(10).to_lowercase();
@@ -294,7 +304,7 @@ async fn spawn_on_dynamodb_polling(queue: bool) -> TestApp {
         store: StoreKind::Dynamodb,
         table: format!("hangar-{suffix}"),
         bucket: format!("hangar-{suffix}"),
-        ..Config::default()
+        ..base
     };
     let upload_queue = if queue { format!("hangar-{suffix}") } else { String::new() };
     let options = Options { store: Store::Dynamodb, init: true, upload_queue, ..options(data_dir.path()) };

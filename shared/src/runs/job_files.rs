@@ -27,9 +27,6 @@ pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
 /// The largest saved plan kept.
 pub const MAX_PLAN_FILE_BYTES: usize = 64 * 1024 * 1024;
 
-/// How long a log link stays valid: the CLI reads it for as long as the phase runs.
-const LOG_LINK_LIFETIME: Duration = Duration::from_secs(12 * 3600);
-
 const STX: u8 = 0x02;
 const ETX: u8 = 0x03;
 
@@ -67,9 +64,9 @@ fn log_subject(phase_id: &str) -> String {
 
 /// The signed link to a run's phase log (`log-read-url`), read with no token: go-tfe replaces a
 /// link's query with its own `offset` and `limit`, so the signature is in the path.
-pub fn log_url(signer: &LinkSigner, base: &str, run: &Run, phase: Phase) -> String {
+pub fn log_url(signer: &LinkSigner, lifetime: Duration, base: &str, run: &Run, phase: Phase) -> String {
     let id = phase_id(&run.id, phase);
-    let query = signer.query(&log_subject(&id), LOG_LINK_LIFETIME);
+    let query = signer.query(&log_subject(&id), lifetime);
     let signed: crate::links::Signed = serde_urlencoded::from_str(&query).expect("the signer's own query parses");
     format!("{base}/api/v2/logs/{id}/{}/{}", signed.expires, signed.signature)
 }

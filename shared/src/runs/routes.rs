@@ -188,7 +188,8 @@ fn with_included(document: Document, state: &AppState, base: &str, run: &Run, in
 }
 
 fn phase_resource(state: &AppState, base: &str, run: &Run, phase: Phase) -> Resource {
-    let url = state.links.as_ref().map(|signer| job_files::log_url(signer, base, run, phase));
+    let lifetime = state.config.log_link_lifetime;
+    let url = state.links.as_ref().map(|signer| job_files::log_url(signer, lifetime, base, run, phase));
     render::phase(run, phase, url)
 }
 
