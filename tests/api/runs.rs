@@ -610,3 +610,36 @@ async fn bad_run_requests_get_clear_errors_and_local_workspaces_queue_nothing() 
     let elsewhere = new_run(&app, &owners, &local, Some(&cv), json!({})).await;
     assert_eq!(elsewhere.status, 409, "checked in order: the mode first");
 }
+
+#[tokio::test]
+async fn the_console_shows_a_workspaces_runs_and_a_runs_log_reloading_while_it_runs() {
+    let (app, owners) = acme().await;
+    let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
+    let agent = registered(&app, &secret, "a").await;
+    let run_id = queued_run(&app, &owners, &ws).await;
+    let token = claimed(&app, &secret, &agent).await;
+    let log = app
+        .client
+        .put(format!("{}/api/agent/job/log?offset=0", app.url))
+        .bearer_auth(&token)
+        .body("Plan: 1 to add <b>\n");
+    assert_eq!(log.send().await.unwrap().status(), 204);
+    let mut browser = super::web_console::Browser::new(&app);
+    browser.sign_in(&owners).await;
+    let workspace = browser.get("/app/organizations/acme/workspaces/app").await;
+    assert!(
+        workspace.html.contains(&format!("/app/organizations/acme/workspaces/app/runs/{run_id}")),
+        "{}",
+        workspace.html
+    );
+    assert!(workspace.html.contains("status-planning"), "{}", workspace.html);
+    let page = browser.get(&format!("/app/organizations/acme/workspaces/app/runs/{run_id}")).await;
+    assert_eq!(page.status, 200, "{}", page.html);
+    assert!(page.html.contains("Plan: 1 to add &lt;b&gt;"), "the log, escaped: {}", page.html);
+    assert!(page.html.contains("http-equiv=\"refresh\""), "reloads while the run goes on");
+    assert_eq!(finish(&app, &token, json!({"status": "finished", "has-changes": false})).await.status, 200);
+    let done = browser.get(&format!("/app/organizations/acme/workspaces/app/runs/{run_id}")).await;
+    assert!(done.html.contains("planned and finished") && !done.html.contains("http-equiv"), "{}", done.html);
+    let elsewhere = browser.get(&format!("/app/organizations/acme/workspaces/other/runs/{run_id}")).await;
+    assert_eq!(elsewhere.status, 404, "a run is shown under its own workspace only");
+}

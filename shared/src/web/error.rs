@@ -133,6 +133,12 @@ impl From<AccountsError> for WebError {
     }
 }
 
+impl From<crate::runs::RunsError> for WebError {
+    fn from(e: crate::runs::RunsError) -> Self {
+        ApiError::from(e).into()
+    }
+}
+
 impl From<StateError> for WebError {
     fn from(e: StateError) -> Self {
         ApiError::from(e).into()

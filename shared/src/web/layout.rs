@@ -35,6 +35,18 @@ pub struct Chrome<'a> {
 
 /// A page with the signed-in header: where the token may go, and the sign-out form.
 pub fn page(chrome: Chrome<'_>, title: &str, crumbs: &[(&str, String)], body: Markup) -> Page {
+    refreshing_page(chrome, title, crumbs, body, None)
+}
+
+/// [`page`], reloaded by the browser every `refresh` seconds when given (a run still going: its
+/// log grows), with no script.
+pub fn refreshing_page(
+    chrome: Chrome<'_>,
+    title: &str,
+    crumbs: &[(&str, String)],
+    body: Markup,
+    refresh: Option<u32>,
+) -> Page {
     let links: Vec<(&str, &str)> = match chrome.broker {
         false => vec![("Organizations", "/app")],
         true => vec![("Credential broker", "/app/broker")],
@@ -49,13 +61,13 @@ pub fn page(chrome: Chrome<'_>, title: &str, crumbs: &[(&str, String)], body: Ma
             }
         }
     };
-    Page(shell(title, header, crumbs, body))
+    Page(shell(title, header, crumbs, body, refresh))
 }
 
 /// A page for someone signed out (the sign-in form), or one whose session is unknown (errors).
 pub fn bare_page(title: &str, body: Markup) -> Page {
     let header = html! { nav.top { a.brand href="/app" { "Hangar" } } };
-    Page(shell(title, header, &[], body))
+    Page(shell(title, header, &[], body, None))
 }
 
 /// An error page: a heading and a sentence.
@@ -73,13 +85,14 @@ fn message(title: &str, text: &str) -> Markup {
     html! { h1 { (title) } p.message { (text) } p { a href="/app" { "Back to the console" } } }
 }
 
-fn shell(title: &str, header: Markup, crumbs: &[(&str, String)], body: Markup) -> Markup {
+fn shell(title: &str, header: Markup, crumbs: &[(&str, String)], body: Markup, refresh: Option<u32>) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
+                @if let Some(seconds) = refresh { meta http-equiv="refresh" content=(seconds); }
                 title { (title) " · Hangar" }
                 link rel="stylesheet" href=(STYLESHEET_PATH);
             }

@@ -56,6 +56,7 @@ fn routes() -> Router<AppState> {
         .route("/app/organizations/{org}/modules", get(pages::modules::list))
         .route("/app/organizations/{org}/providers", get(pages::providers::list))
         .route("/app/organizations/{org}/workspaces/{name}", get(pages::workspace::show))
+        .route("/app/organizations/{org}/workspaces/{name}/runs/{run}", get(pages::runs::show))
         .route("/app/organizations/{org}/modules/{registry}/{namespace}/{name}/{provider}", get(pages::module::show))
         .route("/app/organizations/{org}/agent-pools", get(pages::agents::pools))
         .route("/app/broker", get(pages::broker::mounts))

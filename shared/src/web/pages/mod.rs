@@ -7,6 +7,7 @@ pub mod module;
 pub mod modules;
 pub mod organizations;
 pub mod providers;
+pub mod runs;
 pub mod sign_in;
 pub mod workspace;
 

@@ -1,4 +1,4 @@
-//! A workspace: its settings, its lock, and, for a token that may read them, its state versions
+//! A workspace: its settings, its lock, its newest runs, and, for a token that may read them, its state versions
 //! (serial, when, who wrote it) and the current state's outputs, sensitive values hidden. Read
 //! through `workspaces::find` and the state-versions family, as the API reads them.
 
@@ -7,11 +7,16 @@ use maud::html;
 
 use super::{page, params};
 use crate::accounts::workspaces::{self, WorkspaceAt};
+use crate::api::PageRequest;
+use crate::runs::runs;
 use crate::state::AppState;
 use crate::state_versions::versions;
 use crate::web::error::WebError;
 use crate::web::layout::{self, badge, pager, Page};
 use crate::web::session::Viewer;
+
+/// How many of its newest runs a workspace's page lists.
+const RECENT_RUNS: usize = 10;
 
 pub async fn show(
     State(state): State<AppState>,
@@ -37,6 +42,12 @@ pub async fn show(
         }
         _ => Vec::new(),
     };
+    let recent = match found.may.read_runs {
+        true => {
+            Some(runs::list(store, principal, &workspace.id, &PageRequest { number: 1, size: RECENT_RUNS }).await?.0)
+        }
+        false => None,
+    };
     let here = format!("/app/organizations/{}/workspaces/{}", org.name, workspace.name);
     let body = html! {
         h1 { (workspace.name) }
@@ -49,6 +60,26 @@ pub async fn show(
             Some(lock) => p { (badge("locked")) " by " (lock.holder) " since " (layout::time(&lock.at))
                 @if let Some(reason) = &lock.reason { ": " (reason) } },
             None => p { (badge("unlocked")) },
+        }
+        @if let Some(recent) = &recent {
+            h2 { "Runs" }
+            @if recent.is_empty() {
+                p.empty { "No runs yet." }
+            } @else {
+                table.list {
+                    thead { tr { th { "Run" } th { "Status" } th { "Message" } th { "Queued" } } }
+                    tbody {
+                        @for run in recent {
+                            tr {
+                                td { a href={ (here) "/runs/" (run.id) } { (run.id) } }
+                                td { (super::runs::status(run)) }
+                                td { (run.operation.message) }
+                                td { (layout::time(&run.created_at)) }
+                            }
+                        }
+                    }
+                }
+            }
         }
         h2 { "State versions" }
         @match &history {
