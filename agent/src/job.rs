@@ -117,6 +117,14 @@ impl Runner<'_> {
     ) -> Result<Changes, Failure> {
         let token = claim.token.as_str();
         let spec = self.client.job(token).await?;
+        // Three lines first, as HCP's logs have: the CLI skips an apply log's first three.
+        log.line(&format!("Hangar agent {} (hangar-agent {})", self.agent_id, env!("CARGO_PKG_VERSION")));
+        log.line(&format!("Run {}, its {}", claim.run, claim.phase));
+        log.line(&format!(
+            "Workspace {}/{}",
+            spec["organization"].as_str().unwrap_or_default(),
+            spec["workspace"]["name"].as_str().unwrap_or_default()
+        ));
         if !self.terraform_exists() {
             return Err(Failure::Errored(format!(
                 "No Terraform binary at `{}` on this agent: set HANGAR_TERRAFORM to one (Hangar never downloads Terraform).",

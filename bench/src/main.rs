@@ -16,6 +16,7 @@ mod nginx;
 mod prod_path;
 mod readme_page;
 mod rotation;
+mod run_queue;
 mod server;
 mod sizes;
 mod state_pull;
@@ -107,6 +108,8 @@ enum Figure {
     StoreCost,
     /// Store calls of agent operations, at HANGAR_MAX_AGENTS 1 and 1,000,000.
     AgentCost,
+    /// A claim's store cost at 1 and 10,000 queued jobs; 500 runs drained by 10 agents.
+    RunQueue,
     /// Archive ingest against raw gunzip.
     Ingest,
     /// A rotation run with 10,000 static roles, 100 due.
@@ -133,6 +136,7 @@ async fn main() {
             show(state_pull::run(&bin_dir, &moto, Duration::from_millis(aws_delay_ms)).await);
             show(store_cost::run().await);
             show(agent_cost::run().await);
+            show(run_queue::run().await);
             show(ingest::run().await);
             show(rotation::run().await);
             show(readme_page::run().await);
@@ -150,6 +154,7 @@ async fn main() {
         }
         Figure::StoreCost => store_cost::run().await,
         Figure::AgentCost => agent_cost::run().await,
+        Figure::RunQueue => run_queue::run().await,
         Figure::Ingest => ingest::run().await,
         Figure::Rotation => rotation::run().await,
         Figure::ReadmePage => readme_page::run().await,

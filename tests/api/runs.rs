@@ -643,3 +643,33 @@ async fn the_console_shows_a_workspaces_runs_and_a_runs_log_reloading_while_it_r
     let elsewhere = browser.get(&format!("/app/organizations/acme/workspaces/other/runs/{run_id}")).await;
     assert_eq!(elsewhere.status, 404, "a run is shown under its own workspace only");
 }
+
+#[tokio::test]
+async fn the_organizations_run_queue_and_capacity_show_queued_and_running_runs_to_those_who_read_them() {
+    let (app, owners) = acme_with(roomy()).await;
+    let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
+    let (other, _, _) = agent_workspace(&app, &owners, "other").await;
+    let agent = registered(&app, &secret, "a").await;
+    let first = queued_run(&app, &owners, &ws).await;
+    let waiting = queued_run(&app, &owners, &ws).await;
+    let elsewhere = queued_run(&app, &owners, &other).await;
+    claimed(&app, &secret, &agent).await;
+    let queue = app.get("/api/v2/organizations/acme/runs/queue", &owners).await;
+    assert_eq!(queue.status, 200, "{:?}", queue.body);
+    let ids: Vec<&str> = queue.body["data"].as_array().unwrap().iter().filter_map(|run| run["id"].as_str()).collect();
+    assert_eq!(ids, [first.as_str(), elsewhere.as_str()], "queued or running, oldest first; not {waiting}, pending");
+    let capacity = app.get("/api/v2/organizations/acme/capacity", &owners).await;
+    assert_eq!(capacity.body["data"]["type"], "organization-capacity");
+    assert_eq!(capacity.body["data"]["attributes"], json!({"pending": 1, "running": 1}));
+    // A team that reads one workspace's runs sees its runs alone; another organization, nothing.
+    let (team, token) = app.team_with_token("acme", "app-readers", json!({})).await;
+    hangar_tests::builders::grant(&app, &owners, &team, &ws, json!({"access": "read"})).await;
+    let seen = app.get("/api/v2/organizations/acme/runs/queue", &token).await;
+    assert_eq!(seen.body["data"].as_array().unwrap().len(), 1, "{:?}", seen.body);
+    app.create_organization("globex").await;
+    let globex = app.owners_token("globex").await;
+    assert_eq!(app.get("/api/v2/organizations/acme/runs/queue", &globex).await.status, 404);
+    assert_eq!(app.get("/api/v2/organizations/acme/capacity", &globex).await.status, 404);
+    let workspace = app.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
+    assert_eq!(workspace.body["data"]["relationships"]["current-run"]["data"]["id"], first.as_str());
+}

@@ -193,6 +193,27 @@ def test_plan_and_apply_run_on_a_hangar_agent(hangar_tls, tmp_path: Path):
     agent = start_agent(hangar_tls, pool_token)
     try:
         plan_apply_cycle(hangar_tls, api, tmp_path / "app", "app", workspace_id)
+
+        # Someone holds the workspace's lock: the apply's run waits `pending` (the CLI reads the
+        # workspace's runs and the organization's queue meanwhile) and goes on once it is unlocked.
+        host = urlparse(hangar_tls.url).netloc
+        cli = Cli(hangar_tls, tmp_path / "waiting", hangar_tls.admin_token)
+        (cli.work / "main.tf").write_text(configuration(host, "acme", "app", "again"))
+        cli.ok("init", "-input=false", "-no-color")
+        api.call("POST", f"/api/v2/workspaces/{workspace_id}/actions/lock", {"reason": "maintenance"})
+        waiting = subprocess.Popen(
+            [terraform(), "apply", "-auto-approve", "-input=false", "-no-color"],
+            cwd=cli.work, env=cli.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        time.sleep(4)
+        assert waiting.poll() is None, waiting.communicate()[0]
+        runs = api.call("GET", f"/api/v2/workspaces/{workspace_id}/runs")["data"]
+        assert runs[0]["attributes"]["status"] == "pending", runs[0]["attributes"]
+        api.call("POST", f"/api/v2/workspaces/{workspace_id}/actions/unlock", {})
+        output, _ = waiting.communicate(timeout=180)
+        assert waiting.returncode == 0, output
+        assert "Apply complete!" in output, output
+        assert cli.ok("output", "-raw", "greeting") == "hello, again"
     finally:
         agent.terminate()
         try:

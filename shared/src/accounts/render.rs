@@ -154,16 +154,22 @@ pub fn workspace(workspace: &Workspace, org_name: &str, may: &WorkspacePermissio
     .to_one("organization", "organizations", org_name)
     .to_one_or_null("locked-by", locker_kind(workspace), workspace.locked_by.as_ref().map(|lock| lock.holder.as_str()))
     .to_one_or_null("agent-pool", "agent-pools", workspace.agent_pool_id.as_deref())
+    .to_one_or_null("current-run", "runs", current_run(workspace))
     .to_one_or_null("current-state-version", "state-versions", workspace.current_state.as_ref().map(|s| s.id.as_str()))
     .link("self", format!("/api/v2/organizations/{org_name}/workspaces/{}", workspace.name))
 }
 
+/// The run that holds the workspace's lock, if one does: HCP's `current-run`.
+fn current_run(workspace: &Workspace) -> Option<&str> {
+    let holder = workspace.locked_by.as_ref().map(|lock| lock.holder.as_str());
+    holder.filter(|holder| crate::ids::Kind::of(holder) == Some(crate::ids::Kind::Run))
+}
+
 /// What holds a workspace's lock, as HCP names it: a run (its own id) or a user.
 fn locker_kind(workspace: &Workspace) -> &'static str {
-    let holder = workspace.locked_by.as_ref().map(|lock| lock.holder.as_str());
-    match holder.and_then(crate::ids::Kind::of) {
-        Some(crate::ids::Kind::Run) => "runs",
-        _ => "users",
+    match current_run(workspace) {
+        Some(_) => "runs",
+        None => "users",
     }
 }
 

@@ -140,6 +140,11 @@ impl RunStatus {
         )
     }
 
+    /// Whether it is in its organization's run queue: a job of it waits for an agent or runs.
+    pub fn is_in_queue(self) -> bool {
+        matches!(self, RunStatus::PlanQueued | RunStatus::Planning | RunStatus::ApplyQueued | RunStatus::Applying)
+    }
+
     /// Whether an agent holds one of its jobs.
     pub fn is_running(self) -> bool {
         matches!(self, RunStatus::Planning | RunStatus::Applying)
@@ -366,6 +371,10 @@ impl Run {
         let mut item = Item::from_value(self.key(), self)?.with_satellites(&owned);
         if let Some(job) = &self.job {
             item = item.with_index(Index::Gsi1, keys::JOB_LEASES, schedule::sort_key(job.lease_until, &self.id));
+        }
+        if self.status.is_in_queue() {
+            let (index, partition, sort) = keys::active_run_index(&self.org_id, self.created_ms, &self.id);
+            item = item.with_index(index, partition, sort);
         }
         Ok(item)
     }

@@ -117,3 +117,8 @@ pub fn phase(run: &Run, phase: Phase, log_url: Option<String>) -> Resource {
         .link("self", format!("/api/v2/{path}/{id}"))
         .link("json-output", format!("/api/v2/{path}/{id}/json-output"))
 }
+
+/// An organization's capacity, as HCP's `organization-capacity`: runs waiting and running.
+pub fn capacity(org_name: &str, pending: usize, running: usize) -> Resource {
+    Resource::new("organization-capacity", org_name, json!({ "pending": pending, "running": running }))
+}

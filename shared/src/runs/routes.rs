@@ -36,6 +36,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/plans/{id}", get(show_phase))
         .route("/api/v2/applies/{id}", get(show_phase))
         .route("/api/v2/logs/{id}/{expires}/{signature}", get(read_log))
+        .route("/api/v2/organizations/{org}/runs/queue", get(organization_queue))
+        .route("/api/v2/organizations/{org}/capacity", get(capacity))
 }
 
 #[derive(Deserialize, Default)]
@@ -297,4 +299,20 @@ async fn read_log(
     let limit = window.limit.unwrap_or(MAX_LOG_READ).min(MAX_LOG_READ);
     let bytes = job_files::read(&state, &id, &signed, window.offset.unwrap_or(0), limit).await?;
     Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], bytes).into_response())
+}
+
+async fn organization_queue(
+    State(state): State<AppState>,
+    principal: Principal,
+    listing: Listing,
+    Path(org): Path<String>,
+) -> Result<Document> {
+    let (queue, total) = runs::organization_queue(state.store.as_ref(), &principal, &org, &listing.page).await?;
+    let resources = queue.iter().map(|(run, may)| render::run(run, may)).collect();
+    Ok(Document::page(resources, &listing.envelope(total)))
+}
+
+async fn capacity(State(state): State<AppState>, principal: Principal, Path(org): Path<String>) -> Result<Document> {
+    let (name, pending, running) = runs::capacity(state.store.as_ref(), &principal, &org).await?;
+    Ok(Document::one(render::capacity(&name, pending, running)))
 }

@@ -5,12 +5,13 @@
 use super::error::{Result, RunsError};
 use super::queue;
 use super::record::{ConfigurationVersion, Operation, Phase, Run, RunStatus, UploadStatus};
+use crate::accounts::access;
 use crate::accounts::variables::{self, RunVariable};
 use crate::accounts::workspaces::{self, Found, Workspace, WorkspaceAt, WorkspacePermissions};
 use crate::api::{Field, PageRequest};
 use crate::auth::{JobGrant, Principal};
 use crate::state::AppState;
-use crate::store::{keys, parse_all, pointer, ItemStore};
+use crate::store::{keys, parse_all, pointer, query_all, ItemStore};
 
 /// The most addresses a run targets or replaces, the longest one, message and run variable.
 pub const MAX_ADDRESSES: usize = 100;
@@ -278,4 +279,43 @@ pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant)
     let variables = variables::for_run(store, state.sealer.as_ref(), principal, &workspace.id).await?;
     let phase = Phase::parse(&grant.phase).ok_or(RunsError::NotFound)?;
     Ok(JobSpec { run, phase, workspace, org_name: org.name, variables })
+}
+
+/// The organization's run queue (HCP's `/organizations/:org/runs/queue`): its runs queued or
+/// running, oldest first, those of the workspaces the caller reads runs of, with what it may do
+/// in each.
+pub async fn organization_queue(
+    store: &dyn ItemStore,
+    principal: &Principal,
+    org_name: &str,
+    page: &PageRequest,
+) -> Result<(Vec<(Run, WorkspacePermissions)>, usize)> {
+    let org = access::visible(store, principal, org_name).await?;
+    let runs: Vec<Run> = parse_all(&query_all(store, keys::active_runs(&org.id)).await?)?;
+    let mut seen: std::collections::HashMap<String, WorkspacePermissions> = Default::default();
+    let mut shown = Vec::new();
+    for run in runs {
+        let may = match seen.get(&run.workspace_id) {
+            Some(may) => *may,
+            None => {
+                let may = WorkspacePermissions::of(store, principal, &org.id, &run.workspace_id).await?;
+                seen.insert(run.workspace_id.clone(), may);
+                may
+            }
+        };
+        if may.read_runs {
+            shown.push((run, may));
+        }
+    }
+    let total = shown.len();
+    Ok((page.slice(shown), total))
+}
+
+/// How many of the organization's runs wait for an agent and how many run (HCP's
+/// `organization-capacity`).
+pub async fn capacity(store: &dyn ItemStore, principal: &Principal, org_name: &str) -> Result<(String, usize, usize)> {
+    let org = access::visible(store, principal, org_name).await?;
+    let runs: Vec<Run> = parse_all(&query_all(store, keys::active_runs(&org.id)).await?)?;
+    let running = runs.iter().filter(|run| run.status.is_running()).count();
+    Ok((org.name, runs.len() - running, running))
 }

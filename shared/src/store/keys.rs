@@ -33,7 +33,7 @@
 //! | the broker's reseal pass finished | `BROKER` | `RESEALED` | |
 //! | a mount's configuration, roles, static roles, leases | `BMOUNT#<mount-uuid>` | `CONFIG#<name>`, `ROLE#<name>`, `STATIC#<name>`, `LEASE#<id>` | static roles `BSTATIC` / `<next rotation>#…`, leases `BLEASES` / `<expiry>#<id>` |
 //! | a write-ahead record of an IAM user being created | `BMOUNT#<mount-uuid>` | `USERWAL#<user>` | `BUSERWAL` / `<written at>#<mount>/<user>` |
-//! | a workspace's configuration version, run, run waiting for the lock, log chunk | `ORG#<org-id>` | `WSD#<workspace-id>#CV#<ms>#<cv-id>`, `…#RUN#<ms>#<run-id>`, `…#RUNWAIT#<ms>#<run-id>`, `…#LOG#<run-id>#<phase>#<offset>` | a claimed run: `JOBLEASE` / `<lease end>#<run-id>` |
+//! | a workspace's configuration version, run, run waiting for the lock, log chunk | `ORG#<org-id>` | `WSD#<workspace-id>#CV#<ms>#<cv-id>`, `…#RUN#<ms>#<run-id>`, `…#RUNWAIT#<ms>#<run-id>`, `…#LOG#<run-id>#<phase>#<offset>` | a claimed run: `JOBLEASE` / `<lease end>#<run-id>`; GSI2 a queued or running run: `RUNQ#<org-id>` / `<ms>#<run-id>` |
 //! | a job waiting for an agent | `JOBQ#<pool-id or remote>` | `<ms>#<run-id>` | |
 //! | id pointer (team, workspace, …) | `ID#<id>` | `ID` | |
 //! | token | `TOKEN#<sha256-hex>` | `TOKEN` | |
@@ -212,6 +212,15 @@ pub fn job_queue(queue: &str) -> Query {
 
 /// The schedule (GSI1) of claimed jobs by when their lease runs out.
 pub const JOB_LEASES: &str = "JOBLEASE";
+
+/// An organization's runs in its queue (GSI2), queued or running, oldest first.
+pub fn active_run_index(org_id: &str, at_ms: i64, run_id: &str) -> (Index, String, String) {
+    (Index::Gsi2, format!("RUNQ#{org_id}"), format!("{at_ms:015}#{run_id}"))
+}
+
+pub fn active_runs(org_id: &str) -> Query {
+    Query::index(Index::Gsi2, format!("RUNQ#{org_id}"), "")
+}
 
 /// Points from a resource id (`team-…`, `ws-…`) to the item that holds the resource.
 pub fn id_pointer(id: &str) -> Key {
