@@ -186,6 +186,52 @@ mod tests {
         assert!(!link_stays_inside(Path::new("link"), Path::new("/etc/passwd")));
     }
 
+    /// A gzipped tar of `(name, kind, link, body)` entries, names written raw (as an attacker
+    /// would, past the tar crate's own checks).
+    fn archive(entries: &[(&str, tar::EntryType, Option<&str>, &[u8])]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        for (name, kind, link, body) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(body.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(*kind);
+            header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+            if let Some(link) = link {
+                header.as_old_mut().linkname[..link.len()].copy_from_slice(link.as_bytes());
+            }
+            header.set_cksum();
+            builder.append(&header, *body).expect("an entry");
+        }
+        builder.into_inner().expect("a tar").finish().expect("a gzip")
+    }
+
+    #[test]
+    fn a_hostile_archive_writes_nothing_outside_the_job_directory() {
+        use tar::EntryType::{Regular, Symlink};
+        let parent = tempfile::tempdir().expect("a directory");
+        let cases: [&[(&str, tar::EntryType, Option<&str>, &[u8])]; 4] = [
+            &[("../escaped.tf", Regular, None, b"x")],
+            &[("/tmp/absolute.tf", Regular, None, b"x")],
+            &[("link", Symlink, Some("../../.."), b""), ("link/escaped.tf", Regular, None, b"x")],
+            &[("link", Symlink, Some("/"), b"")],
+        ];
+        for entries in cases {
+            let refused = unpack(Some(parent.path()), &archive(entries), "");
+            assert!(refused.is_err(), "{:?}", entries.iter().map(|e| e.0).collect::<Vec<_>>());
+        }
+        assert!(!parent.path().join("escaped.tf").exists() && !Path::new("/tmp/absolute.tf").exists());
+        let kept = std::fs::read_dir(parent.path()).expect("the parent").count();
+        assert_eq!(kept, 0, "a refused job's directory is removed");
+
+        let fine = archive(&[
+            ("main.tf", Regular, None, b"output \"x\" { value = 1 }"),
+            ("env/prod/main.tf", Regular, None, b""),
+        ]);
+        let workdir = unpack(Some(parent.path()), &fine, "env/prod").expect("a safe archive unpacks");
+        assert!(workdir.terraform_dir.ends_with("config/env/prod"));
+        assert!(unpack(Some(parent.path()), &fine, "../..").is_err(), "a working directory outside");
+    }
+
     #[test]
     fn a_string_is_taken_as_written() {
         assert_eq!(hcl_string("a\"b${c}%{d}\n"), "\"a\\\"b$${c}%%{d}\\n\"");

@@ -673,3 +673,24 @@ async fn the_organizations_run_queue_and_capacity_show_queued_and_running_runs_t
     let workspace = app.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
     assert_eq!(workspace.body["data"]["relationships"]["current-run"]["data"]["id"], first.as_str());
 }
+
+#[tokio::test]
+async fn a_remote_run_without_a_terraform_binary_errors_saying_so() {
+    let data_dir = tempfile::tempdir().expect("a temporary directory");
+    let options = dev_server::Options {
+        runners: 1,
+        terraform: "/nonexistent/terraform".into(),
+        ..hangar_tests::options(data_dir.path())
+    };
+    let app = TestApp::spawn_in(data_dir, options, Config::default()).await;
+    app.create_organization("acme").await;
+    let owners = app.owners_token("acme").await;
+    let body = json!({"data": {"type": "workspaces", "attributes": {"name": "web", "execution-mode": "remote"}}});
+    let ws = id(&app.post("/api/v2/organizations/acme/workspaces", &owners, body).await);
+    let run_id = queued_run(&app, &owners, &ws).await;
+    wait_for(&app, &owners, &run_id, "errored").await;
+    let shown = run(&app, &owners, &run_id).await;
+    let why = shown["attributes"]["error-message"].as_str().unwrap_or_default();
+    assert!(why.contains("No Terraform binary") && why.contains("HANGAR_TERRAFORM"), "{why}");
+    assert!(!locked(&app, &owners, &ws).await);
+}
