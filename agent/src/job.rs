@@ -239,6 +239,11 @@ impl Terraform<'_> {
         command
             .args(args)
             .current_dir(&self.workdir.terraform_dir)
+            // Terraform inherits the agent's environment (its trust, proxies, credentials), but
+            // for the agent's own settings: its pool token above all, which the configuration's
+            // code (an external data source, a provisioner) could otherwise read.
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(name, _)| !name.to_string_lossy().starts_with("HANGAR_")))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("TF_CLI_CONFIG_FILE", self.workdir.cli_config())
             .env("TF_IN_AUTOMATION", "1")

@@ -39,8 +39,9 @@ pub struct Settings {
 /// `single`.
 pub async fn run(settings: Settings, mut stop: watch::Receiver<bool>) -> Result<(), ClientError> {
     let client = Client::new(&settings.address, &settings.token, settings.ca_file.as_deref())?;
-    let (agent_id, mut report_in) = client.register(&settings.name).await?;
-    tracing::info!(agent = %agent_id, name = %settings.name, "registered");
+    let Some((mut agent_id, mut report_in)) = register(&client, &settings.name, &mut stop).await? else {
+        return Ok(());
+    };
     let mut reported = Instant::now();
     loop {
         let stopping = *stop.borrow();
@@ -49,7 +50,16 @@ pub async fn run(settings: Settings, mut stop: watch::Receiver<bool>) -> Result<
             return Ok(());
         }
         if reported.elapsed() >= Duration::from_secs(report_in) {
-            report_in = client.report(&agent_id, "idle").await?;
+            match client.report(&agent_id, "idle").await {
+                Ok(next) => report_in = next,
+                // Released while it could not report (silent past the errored window, deleted):
+                // it registers again.
+                Err(ClientError::Refused { status, .. }) if status.as_u16() == 409 || status.as_u16() == 404 => {
+                    let Some(registered) = register(&client, &settings.name, &mut stop).await? else { return Ok(()) };
+                    (agent_id, report_in) = registered;
+                }
+                Err(e) => tracing::warn!(error = %e, "reporting failed; retried"),
+            }
             reported = Instant::now();
         }
         let claimed = match client.claim(&agent_id).await {
@@ -85,5 +95,35 @@ pub async fn run(settings: Settings, mut stop: watch::Receiver<bool>) -> Result<
             let _ = client.report(&agent_id, "exited").await;
             return Ok(());
         }
+    }
+}
+
+/// Registers the agent, trying again (every 1 to 30 seconds) while Hangar cannot be reached or
+/// refuses for a reason that may pass (its live-agent limit); a token Hangar does not know stops
+/// it. `None` when told to stop first.
+async fn register(
+    client: &Client,
+    name: &str,
+    stop: &mut watch::Receiver<bool>,
+) -> Result<Option<(String, u64)>, ClientError> {
+    let mut wait = Duration::from_secs(1);
+    loop {
+        match client.register(name).await {
+            Ok((id, report_in)) => {
+                tracing::info!(agent = %id, name, "registered");
+                return Ok(Some((id, report_in)));
+            }
+            Err(e @ ClientError::Refused { status, .. }) if status.as_u16() == 401 => return Err(e),
+            Err(e) => tracing::warn!(error = %e, "registering failed; retried in {}s", wait.as_secs()),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = stop.changed() => {}
+        }
+        let stopping = *stop.borrow();
+        if stopping {
+            return Ok(None);
+        }
+        wait = (wait * 2).min(Duration::from_secs(30));
     }
 }

@@ -186,9 +186,12 @@ mod tests {
         assert!(!link_stays_inside(Path::new("link"), Path::new("/etc/passwd")));
     }
 
-    /// A gzipped tar of `(name, kind, link, body)` entries, names written raw (as an attacker
-    /// would, past the tar crate's own checks).
-    fn archive(entries: &[(&str, tar::EntryType, Option<&str>, &[u8])]) -> Vec<u8> {
+    /// One entry of a test archive: name, kind, link target, body.
+    type Entry<'a> = (&'a str, tar::EntryType, Option<&'a str>, &'a [u8]);
+
+    /// A gzipped tar of `entries`, names written raw (as an attacker would, past the tar crate's
+    /// own checks).
+    fn archive(entries: &[Entry<'_>]) -> Vec<u8> {
         let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
         for (name, kind, link, body) in entries {
             let mut header = tar::Header::new_gnu();
@@ -209,7 +212,7 @@ mod tests {
     fn a_hostile_archive_writes_nothing_outside_the_job_directory() {
         use tar::EntryType::{Regular, Symlink};
         let parent = tempfile::tempdir().expect("a directory");
-        let cases: [&[(&str, tar::EntryType, Option<&str>, &[u8])]; 4] = [
+        let cases: [&[Entry<'_>]; 4] = [
             &[("../escaped.tf", Regular, None, b"x")],
             &[("/tmp/absolute.tf", Regular, None, b"x")],
             &[("link", Symlink, Some("../../.."), b""), ("link/escaped.tf", Regular, None, b"x")],

@@ -330,9 +330,10 @@ async fn a_stale_agent_writing_state_is_refused() {
     let path = format!("/api/v2/workspaces/{ws}/state-versions");
     assert_eq!(app.post(&path, &token, body(1)).await.status, 201, "while the lease holds");
     tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert_eq!(status(&app, &owners, &run_id).await, "errored");
+    // Before anything has read the run or swept: the token lived as long as the lease.
     let late = app.post(&path, &token, body(2)).await;
     assert_eq!(late.status, 401, "the stale agent's token is gone: {:?}", late.body);
+    assert_eq!(status(&app, &owners, &run_id).await, "errored");
     let current = app.get(&format!("/api/v2/workspaces/{ws}/current-state-version"), &owners).await;
     assert_eq!(current.body["data"]["attributes"]["serial"], 1, "nothing it sent late was kept");
 }
@@ -447,6 +448,8 @@ async fn log_links_work_unaltered_and_until_they_expire() {
     assert_eq!(chunk(0, "hello ").await.unwrap().status(), 204);
     assert_eq!(chunk(6, "world").await.unwrap().status(), 204);
     assert_eq!(chunk(0, "hello ").await.unwrap().status(), 204, "a chunk sent again changes nothing");
+    assert_eq!(chunk(100, "gap").await.unwrap().status(), 409, "a chunk starts where the log ends");
+    assert_eq!(chunk(3, "overlap").await.unwrap().status(), 409);
     let shown = run(&app, &owners, &run_id).await;
     let plan_id = shown["relationships"]["plan"]["data"]["id"].as_str().unwrap();
     let url = app.get(&format!("/api/v2/plans/{plan_id}"), &owners).await.body["data"]["attributes"]["log-read-url"]
@@ -565,6 +568,9 @@ async fn who_may_queue_apply_and_cancel_runs_follows_the_teams_access() {
     let (_, stranger) = app.team_with_token("acme", "strangers", json!({})).await;
     hangar_tests::builders::grant(&app, &owners, &reader_team, &ws, json!({"access": "read"})).await;
     hangar_tests::builders::grant(&app, &owners, &planner_team, &ws, json!({"access": "plan"})).await;
+    // The workspace auto-applies: but not a run queued by one who may not apply.
+    let auto_apply = json!({"data": {"type": "workspaces", "attributes": {"auto-apply": true}}});
+    assert_eq!(app.patch(&format!("/api/v2/workspaces/{ws}"), &owners, auto_apply).await.status, 200);
     let refused = new_run(&app, &reader, &ws, Some(&cv), json!({})).await;
     assert_eq!(refused.status, 403, "{:?}", refused.body);
     let hidden = new_run(&app, &stranger, &ws, Some(&cv), json!({})).await;
@@ -572,6 +578,10 @@ async fn who_may_queue_apply_and_cancel_runs_follows_the_teams_access() {
     let run_id = id(&new_run(&app, &planner, &ws, Some(&cv), json!({})).await);
     assert_eq!(app.get(&format!("/api/v2/runs/{run_id}"), &reader).await.status, 200);
     assert_eq!(app.get(&format!("/api/v2/runs/{run_id}"), &stranger).await.status, 404);
+    let auto = new_run(&app, &planner, &ws, Some(&cv), json!({"auto-apply": true})).await;
+    assert_eq!(auto.status, 403, "plan access queues no run that applies itself: {:?}", auto.body);
+    let shown = run(&app, &owners, &run_id).await;
+    assert_eq!(shown["attributes"]["auto-apply"], false);
     let cancel = app.post(&format!("/api/v2/runs/{run_id}/actions/cancel"), &planner, json!({})).await;
     assert_eq!(cancel.status, 403, "plan access cancels no run that applies: {:?}", cancel.body);
     assert_eq!(app.post(&format!("/api/v2/runs/{run_id}/actions/cancel"), &owners, json!({})).await.status, 202);

@@ -166,6 +166,8 @@ pub async fn list(
     page: &crate::api::PageRequest,
 ) -> Result<(Vec<Organization>, usize)> {
     match principal.org_id() {
+        // A run's job token reads its workspace, not its organization.
+        Some(org_id) if !principal.can(org_id, Permission::Read) => Ok((Vec::new(), 0)),
         Some(org_id) => {
             let own: Vec<Organization> = super::access::by_id(store, org_id).await?.into_iter().collect();
             let total = own.len();

@@ -49,7 +49,11 @@ pub const SWEEP_LIMIT: usize = 500;
 
 /// Takes one live-agent slot, if the organization has one free.
 fn claim_slot(config: &Config, org_id: &str) -> Write {
-    let max = i64::try_from(config.max_agents).unwrap_or(i64::MAX);
+    // Hangar's own runners are the site's, as many as it starts: no organization's limit.
+    let max = match org_id == super::pool::SITE_ORG {
+        true => i64::MAX,
+        false => i64::try_from(config.max_agents).unwrap_or(i64::MAX),
+    };
     Write::Update {
         key: keys::live_agent_counter(org_id),
         ops: vec![UpdateOp::Add(LIVE.into(), 1)],

@@ -59,6 +59,7 @@ pub async fn create(
         error: None,
         auto_queue_runs: new.auto_queue_runs,
         speculative: new.speculative,
+        creator_may_apply: may.apply_run,
         sealed: Vec::new(),
         size: 0,
         awaiting: Vec::new(),
@@ -232,7 +233,7 @@ async fn queue_own_run(state: &AppState, cv: &ConfigurationVersion) -> Result<()
     let operation = Operation {
         message: "Queued automatically on upload".into(),
         refresh: true,
-        auto_apply: workspace.settings.auto_apply,
+        auto_apply: workspace.settings.auto_apply && cv.creator_may_apply,
         ..Operation::default()
     };
     let run = Run::new(&cv.workspace_id, &cv.org_id, cv, operation, queue, cv.created_by.clone());

@@ -16,13 +16,16 @@ use crate::auth::JobGrant;
 use crate::blobs::ObjectId;
 use crate::links::LinkSigner;
 use crate::state::AppState;
-use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Write};
+use crate::store::{keys, pointer, query_all, Condition, Item, ItemStore, Transaction, UpdateOp, Write};
 
 /// The most bytes one phase's log keeps; what an agent sends past it is refused.
 pub const MAX_LOG_BYTES: u64 = 8 * 1024 * 1024;
 
 /// The most bytes one append carries (a store item holds at most 400 KB, base64 takes 4 for 3).
 pub const MAX_CHUNK_BYTES: usize = 256 * 1024;
+
+/// The most chunks one phase's log keeps: what a read of the log reads at most.
+pub const MAX_LOG_CHUNKS: i64 = 4096;
 
 /// The largest saved plan kept.
 pub const MAX_PLAN_FILE_BYTES: usize = 64 * 1024 * 1024;
@@ -49,13 +52,55 @@ pub async fn append(state: &AppState, grant: &JobGrant, offset: u64, body: &[u8]
     }
     let store = state.store.as_ref();
     let run = queue::job_run(store, grant).await?;
-    let phase = run.job.as_ref().map_or(Phase::Plan, |job| job.phase);
-    let key = keys::run_log_chunk(&run.org_id, &run.workspace_id, &run.id, phase.as_str(), offset);
-    let item = Item::from_value(key, &Chunk { offset, data: BASE64.encode(body) })?;
-    match store.transact(vec![Write::Put { item, condition: Condition::NotExists }]).await {
-        Err(e) if !e.is_condition_failed() => Err(e.into()),
-        _ => Ok(()),
+    let phase = run.job.as_ref().map_or(Phase::Plan, |job| job.phase).as_str();
+    let key = keys::run_log_chunk(&run.org_id, &run.workspace_id, &run.id, phase, offset);
+    let chunk = Chunk { offset, data: BASE64.encode(body) };
+    // Each chunk starts where the log ends, so the log is one run of bytes, and their number is
+    // bounded: both on the log's head, in the chunk's own transaction.
+    let head = keys::run_log_head(&run.org_id, &run.workspace_id, &run.id, phase);
+    let starts_at_the_end = match offset {
+        0 => Condition::Below(LENGTH.into(), 1),
+        _ => Condition::equals(LENGTH, offset),
+    };
+    let ops = vec![UpdateOp::set(LENGTH, end), UpdateOp::Add(CHUNKS.into(), 1)];
+    let mut transaction = Transaction::new();
+    let at_the_end = transaction.add(Write::Update {
+        key: head.clone(),
+        ops,
+        condition: starts_at_the_end.and(Condition::Below(CHUNKS.into(), MAX_LOG_CHUNKS)),
+    });
+    transaction.add(Write::Put { item: Item::from_value(key.clone(), &chunk)?, condition: Condition::NotExists });
+    match transaction.commit(store).await {
+        Ok(()) => Ok(()),
+        Err(e) if e.failed_on(at_the_end) => {
+            // The same chunk sent again (its answer lost) changes nothing; anything else is not
+            // where the log ends.
+            let sent: Option<Chunk> = store.get(&key).await?.map(|item| item.parse()).transpose()?;
+            if sent.is_some_and(|sent| sent.data == chunk.data) {
+                return Ok(());
+            }
+            let kept: Option<LogHead> = store.get(&head).await?.map(|item| item.parse()).transpose()?;
+            let kept = kept.unwrap_or_default();
+            if kept.chunks >= MAX_LOG_CHUNKS as u64 {
+                return Err(RunsError::TooLarge(format!("A phase's log holds at most {MAX_LOG_CHUNKS} chunks.")));
+            }
+            Err(RunsError::Conflict(format!("The log holds {} bytes: a chunk starts there.", kept.length)))
+        }
+        Err(e) if e.is_condition_failed() => Ok(()),
+        Err(e) => Err(e.into()),
     }
+}
+
+const LENGTH: &str = "length";
+const CHUNKS: &str = "chunks";
+
+/// A log's head: how many bytes and chunks it holds.
+#[derive(Debug, Default, Deserialize)]
+struct LogHead {
+    #[serde(default)]
+    length: u64,
+    #[serde(default)]
+    chunks: u64,
 }
 
 fn log_subject(phase_id: &str) -> String {

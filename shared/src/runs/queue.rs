@@ -19,10 +19,11 @@ use super::record::{
 };
 use crate::accounts::locks;
 use crate::accounts::workspaces::{self, Workspace};
+use crate::accounts::AccountsError;
 use crate::api::Field;
 use crate::auth::{hash_secret, new_secret, AgentGrant, JobGrant};
 use crate::state::AppState;
-use crate::store::{keys, pointer, retry_on_race, schedule, Condition, ItemStore, Write};
+use crate::store::{keys, pointer, retry_on_race, schedule, Condition, ItemStore, UpdateOp, Write, TTL};
 
 /// How many entries at the head of a queue a claim reads, to try them in turn from a random one
 /// (agents claiming at once then rarely race for the same entry).
@@ -30,10 +31,6 @@ pub const CLAIM_WINDOW: usize = 8;
 
 /// The most runs one sweep errors for their lost leases; the rest wait for the next.
 pub const SWEEP_LIMIT: usize = 200;
-
-/// How long a job token lives at most, whatever happens to its run: its lease, renewed, ends it
-/// far sooner when the agent goes silent.
-const JOB_TOKEN_TTL_SECS: i64 = 24 * 3600;
 
 /// The queue of Hangar's own runners (workspaces in `remote` execution mode): the site pool's.
 pub const REMOTE_QUEUE: &str = crate::agents::pool::SITE_POOL;
@@ -57,6 +54,15 @@ async fn commit(state: &AppState, run: &Run, next: &Run) -> Result<bool> {
     if let Some(token) = run.job_token_key().filter(|key| Some(key) != next.job_token_key().as_ref()) {
         writes.push(Write::Delete { key: token, condition: Condition::Always });
     }
+    // A job token lives as long as its job's lease: renewed with it, gone the moment it lapses,
+    // whether or not the sweep has errored the run yet.
+    if let (Some(was), Some(job)) = (&run.job, &next.job) {
+        if was.token_hash == job.token_hash && was.lease_until != job.lease_until {
+            let key = keys::token(&job.token_hash);
+            let ops = vec![UpdateOp::set(TTL, job.lease_until)];
+            writes.push(Write::Update { key, ops, condition: Condition::Exists });
+        }
+    }
     if run.queue_key() != next.queue_key() {
         if let Some(entry) = run.queue_key() {
             writes.push(Write::Delete { key: entry, condition: Condition::Always });
@@ -69,8 +75,12 @@ async fn commit(state: &AppState, run: &Run, next: &Run) -> Result<bool> {
         writes.push(Write::Delete { key: run.waiting_key(), condition: Condition::Always });
     }
     if run.holds_lock && !next.holds_lock {
-        let workspace = workspaces::reread(store, &run.workspace_id, None).await?;
-        writes.extend(locks::release_run_lock(&workspace, &run.id)?);
+        // A workspace deleted meanwhile has no lock to give back.
+        match workspaces::reread(store, &run.workspace_id, None).await {
+            Ok(workspace) => writes.extend(locks::release_run_lock(&workspace, &run.id)?),
+            Err(AccountsError::NotFound) => {}
+            Err(e) => return Err(e.into()),
+        }
     }
     match store.transact(writes).await {
         Ok(()) => Ok(true),
@@ -340,16 +350,22 @@ pub async fn claim(state: &AppState, queue: &str, grant: &AgentGrant, agent_id: 
     let agent_key = keys::agent(&grant.org_id, &grant.pool_id, agent_id);
     for entry_item in head.iter().cycle().skip(first).take(head.len()) {
         let entry: QueueEntry = entry_item.parse()?;
-        let Some(item) = store.get(&entry.run_key).await? else { continue };
-        let run: Run = item.parse()?;
+        let run: Option<Run> = store.get(&entry.run_key).await?.map(|item| item.parse()).transpose()?;
+        // An entry is written and removed with its run's own writes: one its run does not name
+        // (the run gone with a workspace whose deletion was cut short) names nothing; it goes.
+        let Some(run) = run.filter(|run| run.queue_key().as_ref() == Some(&entry_item.key)) else {
+            store.delete(&entry_item.key, Condition::Exists).await.map(drop).or_else(ignore_condition)?;
+            continue;
+        };
         let queued = matches!(run.status, RunStatus::PlanQueued | RunStatus::ApplyQueued);
         // A pool's queue holds its organization's runs alone; the check costs nothing.
         let own = queue == REMOTE_QUEUE || run.org_id == grant.org_id;
-        if !queued || !own || run.queue_key().as_ref() != Some(&entry_item.key) {
+        if !queued || !own {
             continue;
         }
         let phase = run.queued_phase();
         let token = new_secret();
+        let lease_until = Utc::now().timestamp() + lease_secs(state);
         let mut next = run.next();
         next.set_status(match phase {
             Phase::Plan => RunStatus::Planning,
@@ -361,17 +377,14 @@ pub async fn claim(state: &AppState, queue: &str, grant: &AgentGrant, agent_id: 
             phase,
             agent_id: agent_id.to_owned(),
             token_hash: hash_secret(&token),
-            lease_until: Utc::now().timestamp() + lease_secs(state),
+            lease_until,
             claimed_at: crate::api::timestamp(Utc::now()),
             cancel: false,
         });
         let writes = vec![
             Write::Delete { key: entry_item.key.clone(), condition: Condition::Exists },
             Write::Put { item: next.to_item()?, condition: run.unchanged() },
-            Write::Put {
-                item: run.job_token(phase, agent_id, &token, JOB_TOKEN_TTL_SECS)?,
-                condition: Condition::NotExists,
-            },
+            Write::Put { item: run.job_token(phase, agent_id, &token, lease_until)?, condition: Condition::NotExists },
         ];
         let mut transaction = crate::store::Transaction::new();
         for write in writes {
@@ -391,6 +404,14 @@ pub async fn claim(state: &AppState, queue: &str, grant: &AgentGrant, agent_id: 
         }
     }
     Ok(None)
+}
+
+fn ignore_condition(e: crate::store::StoreError) -> std::result::Result<(), crate::store::StoreError> {
+    if e.is_condition_failed() {
+        Ok(())
+    } else {
+        Err(e)
+    }
 }
 
 /// The run of a job token, if the job is still the run's: else the job is over (it ended, was
@@ -551,8 +572,14 @@ pub async fn sweep(state: &AppState) -> Result<usize> {
     for item in schedule::due(state.store.as_ref(), keys::JOB_LEASES, now, SWEEP_LIMIT).await? {
         let run: Run = item.parse()?;
         if lease_lost(&run, now) {
-            let ended = expire(state, run).await?;
-            errored += usize::from(ended.status == RunStatus::Errored);
+            let id = run.id.clone();
+            // One run that cannot be ended now holds up none of the others.
+            match expire(state, run).await {
+                Ok(ended) => errored += usize::from(ended.status == RunStatus::Errored),
+                Err(e) => {
+                    tracing::warn!(run = %id, error = %e, "a run whose agent went silent is left for the next sweep")
+                }
+            }
         }
     }
     Ok(errored)

@@ -51,6 +51,9 @@ pub struct ConfigurationVersion {
     pub error: Option<String>,
     pub auto_queue_runs: bool,
     pub speculative: bool,
+    /// Whether its creator may apply runs: the run its upload queues auto-applies only then.
+    #[serde(default)]
+    pub creator_may_apply: bool,
     /// The archive, sealed, once it has landed (what `store::owned` deletes with the item).
     #[serde(default)]
     pub sealed: Vec<String>,
@@ -424,8 +427,8 @@ impl Run {
     }
 
     /// The job token's item for a claim of `phase` by `agent_id`: its secret shown once, to the
-    /// agent; it lives no longer than `ttl_secs` whatever happens to the run.
-    pub fn job_token(&self, phase: Phase, agent_id: &str, secret: &str, ttl_secs: i64) -> Result<Item> {
+    /// agent; it lives until `expires_at`, the job's lease (renewed with it).
+    pub fn job_token(&self, phase: Phase, agent_id: &str, secret: &str, expires_at: i64) -> Result<Item> {
         let grant = JobGrant {
             org_id: self.org_id.clone(),
             workspace_id: self.workspace_id.clone(),
@@ -439,7 +442,7 @@ impl Run {
             principal: Principal::Job(grant),
             created_at: timestamp(Utc::now()),
         };
-        Ok(record.to_item()?.with_ttl(Utc::now().timestamp() + ttl_secs))
+        Ok(record.to_item()?.with_ttl(expires_at))
     }
 }
 

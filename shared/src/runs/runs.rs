@@ -51,8 +51,14 @@ fn check_text(text: &str, limit: usize, field: Field) -> Result<()> {
 }
 
 impl NewRun {
-    /// The operation it asks for, checked against what Terraform accepts.
-    fn operation(&self, workspace: &Workspace) -> Result<Operation> {
+    /// The operation it asks for, checked against what Terraform accepts. A run auto-applies
+    /// only for a caller that may apply runs itself: anyone else's waits for one who may.
+    fn operation(&self, workspace: &Workspace, may_apply: bool) -> Result<Operation> {
+        if self.auto_apply == Some(true) && !may_apply {
+            return Err(RunsError::Forbidden(
+                "You may queue plans in this workspace, not apply them: queue the run without auto-apply.".into(),
+            ));
+        }
         let message = self.message.clone().unwrap_or_else(|| "Queued manually via the API".into());
         check_text(&message, MAX_MESSAGE, Field::Attribute("message"))?;
         for (addresses, name) in [(&self.target_addrs, "target-addrs"), (&self.replace_addrs, "replace-addrs")] {
@@ -100,7 +106,7 @@ impl NewRun {
             refresh: self.refresh.unwrap_or(true),
             refresh_only: self.refresh_only,
             plan_only: self.plan_only,
-            auto_apply: self.auto_apply.unwrap_or(workspace.settings.auto_apply),
+            auto_apply: self.auto_apply.unwrap_or(workspace.settings.auto_apply) && may_apply,
             target_addrs: self.target_addrs.clone(),
             replace_addrs: self.replace_addrs.clone(),
             variables: self.variables.clone(),
@@ -121,7 +127,7 @@ pub async fn create(state: &AppState, principal: &Principal, new: NewRun) -> Res
                 .into(),
         )
     })?;
-    let operation = new.operation(&workspace)?;
+    let operation = new.operation(&workspace, may.apply_run)?;
     let cv = match &new.configuration_version_id {
         Some(id) => pointer::resolve::<ConfigurationVersion>(store, id).await?,
         None => latest_configuration(store, &workspace).await?,

@@ -196,6 +196,12 @@ pub fn run_log_chunk(org_id: &str, workspace_id: &str, run_id: &str, phase: &str
     Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOG#{run_id}#{phase}#{offset:012}"))
 }
 
+/// How much of a run's plan or apply log is kept (`length`, `chunks`): what the next chunk must
+/// start at, and the bound on how many there are.
+pub fn run_log_head(org_id: &str, workspace_id: &str, run_id: &str, phase: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOGHEAD#{run_id}#{phase}"))
+}
+
 pub fn run_log(org_id: &str, workspace_id: &str, run_id: &str, phase: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOG#{run_id}#{phase}#"))
 }
