@@ -682,6 +682,12 @@ async fn the_organizations_run_queue_and_capacity_show_queued_and_running_runs_t
     assert_eq!(app.get("/api/v2/organizations/acme/capacity", &globex).await.status, 404);
     let workspace = app.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
     assert_eq!(workspace.body["data"]["relationships"]["current-run"]["data"]["id"], first.as_str());
+    // The workspace's lists count what it has had, one page at a time.
+    let runs = app.get(&format!("/api/v2/workspaces/{ws}/runs?page%5Bsize%5D=1"), &owners).await;
+    assert_eq!(runs.body["meta"]["pagination"]["total-count"], 2, "{:?}", runs.body["meta"]);
+    assert_eq!(runs.body["data"][0]["id"], waiting.as_str(), "newest first");
+    let versions = app.get(&format!("/api/v2/workspaces/{ws}/configuration-versions"), &owners).await;
+    assert_eq!(versions.body["meta"]["pagination"]["total-count"], 2);
 }
 
 #[tokio::test]

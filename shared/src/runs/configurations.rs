@@ -5,13 +5,13 @@
 //! reason, and nothing of it is kept. Its landing starts the runs that waited for it and, with
 //! `auto-queue-runs`, queues one of its own.
 
-use std::time::Duration;
-
 use chrono::Utc;
 
 use super::error::{Result, RunsError};
 use super::queue;
-use super::record::{ConfigurationVersion, Operation, Run, UploadStatus};
+use super::record::{
+    count, counted, ConfigurationVersion, Operation, Run, UploadStatus, CONFIGURATION_COUNT, UPLOAD_LINK_LIFETIME,
+};
 use crate::accounts::workspaces::{self, Found, WorkspaceAt, WorkspacePermissions};
 use crate::api::{timestamp, PageRequest};
 use crate::archive::{self, ArchiveError};
@@ -21,9 +21,6 @@ use crate::ids::new_id;
 use crate::links::{LinkSigner, Signed};
 use crate::state::AppState;
 use crate::store::{keys, parse_all, pointer, retry_on_race, Condition, ItemStore, Write};
-
-/// How long an upload link stays valid.
-const UPLOAD_LINK_LIFETIME: Duration = Duration::from_secs(3600);
 
 /// A configuration version with what the caller may do in its workspace.
 pub struct Seen {
@@ -71,6 +68,7 @@ pub async fn create(
         pointer::create(&cv.id, &cv.key())?,
         // The workspace must still be there.
         Write::Check { key: workspace.key(), condition: Condition::Exists },
+        counted(&cv.org_id, &cv.workspace_id, CONFIGURATION_COUNT),
     ];
     store.transact(writes).await?;
     Ok(Seen { cv, may })
@@ -99,17 +97,21 @@ pub async fn list(
         return Err(RunsError::NotFound);
     }
     let query = keys::configuration_versions(&workspace.org_id, &workspace.id).reverse(true);
-    let items = page.fetch(store, query.clone()).await?;
-    // A count of its own would be one more write per version; the listing is bounded by the page.
-    let total = crate::store::query_all(store, query).await?.len();
+    let items = page.fetch(store, query).await?;
+    let total = count(store, &workspace.org_id, &workspace.id, CONFIGURATION_COUNT).await?;
     Ok((parse_all(&items)?, total))
 }
 
-/// The upload link of a configuration version: signed, expiring, served by Hangar (Terraform
-/// before 1.6 sends its bearer token to it, which an S3 pre-signed link refuses).
+/// The upload link of a configuration version: signed, served by Hangar (Terraform before 1.6
+/// sends its bearer token to it, which an S3 pre-signed link refuses), and expiring
+/// [`UPLOAD_LINK_LIFETIME`] after the version was made however often it is read: a version not
+/// uploaded by then never is, and the runs waiting for it go on without it.
 pub fn upload_url(signer: &LinkSigner, base: &str, cv: &ConfigurationVersion) -> Option<String> {
-    (cv.status == UploadStatus::Pending).then(|| {
-        let query = signer.query(&upload_subject(&cv.id), UPLOAD_LINK_LIFETIME);
+    let now_ms = chrono::Utc::now().timestamp_millis();
+    let ends_ms = cv.created_ms.saturating_add(UPLOAD_LINK_LIFETIME.as_millis() as i64);
+    let left = std::time::Duration::from_millis(u64::try_from(ends_ms - now_ms).ok()?);
+    (cv.status == UploadStatus::Pending && !cv.upload_expired(now_ms)).then(|| {
+        let query = signer.query(&upload_subject(&cv.id), left);
         format!("{base}/api/v2/configuration-versions/{}/upload?{query}", cv.id)
     })
 }
@@ -131,6 +133,9 @@ pub async fn upload(state: &AppState, id: &str, signed: &Signed, body: bytes::By
     let cv: ConfigurationVersion = pointer::resolve(store, id).await?.ok_or(RunsError::NotFound)?;
     if cv.status != UploadStatus::Pending {
         return Err(RunsError::Conflict(format!("Configuration version {id} is {} already.", cv.status.as_str())));
+    }
+    if cv.upload_expired(chrono::Utc::now().timestamp_millis()) {
+        return Err(RunsError::BadLink);
     }
     let refusal = match inspect(state, body.clone()).await {
         Ok(()) => None,

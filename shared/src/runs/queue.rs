@@ -15,7 +15,8 @@ use serde::Serialize;
 
 use super::error::{Result, RunsError};
 use super::record::{
-    ConfigurationVersion, Job, Phase, QueueEntry, Run, RunStatus, UploadStatus, WaitingEntry, MAX_AWAITING,
+    counted, ConfigurationVersion, Job, Phase, QueueEntry, Run, RunStatus, UploadStatus, WaitingEntry, MAX_AWAITING,
+    RUN_COUNT,
 };
 use crate::accounts::locks;
 use crate::accounts::workspaces::{self, Workspace};
@@ -176,11 +177,15 @@ async fn configuration(store: &dyn ItemStore, run: &Run) -> Result<Option<Config
     Ok(pointer::resolve(store, &run.configuration_version_id).await?)
 }
 
-/// Why a run cannot start on its configuration version (`Err`), or whether it can yet.
+/// Why a run cannot start on its configuration version (`Err`), or whether it can yet. A version
+/// whose upload link expired unused never will: the runs behind one waiting for it go on.
 fn ready(cv: Option<&ConfigurationVersion>) -> std::result::Result<bool, String> {
     match cv {
         None => Err("Its configuration version was deleted.".into()),
         Some(cv) => match cv.status {
+            UploadStatus::Pending if cv.upload_expired(Utc::now().timestamp_millis()) => {
+                Err(format!("Its configuration version {} was never uploaded: its upload link expired.", cv.id))
+            }
             UploadStatus::Pending => Ok(false),
             UploadStatus::Uploaded => Ok(true),
             UploadStatus::Errored => Err(format!(
@@ -301,6 +306,7 @@ pub async fn record(state: &AppState, run: Run) -> Result<Run> {
         let mut writes = vec![
             Write::Put { item: run_ref.to_item()?, condition: Condition::NotExists },
             pointer::create(&run_ref.id, &run_ref.key())?,
+            counted(&run_ref.org_id, &run_ref.workspace_id, RUN_COUNT),
         ];
         if run_ref.waiting {
             writes.push(WaitingEntry::write(run_ref)?);

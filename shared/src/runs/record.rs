@@ -14,6 +14,9 @@ use crate::auth::{hash_secret, JobGrant, Principal, TokenRecord};
 use crate::ids::Kind;
 use crate::store::{keys, pointer, schedule, Condition, Index, Item, Key, Write};
 
+/// How long a configuration version's upload link stays valid.
+pub const UPLOAD_LINK_LIFETIME: std::time::Duration = std::time::Duration::from_secs(3600);
+
 /// The most runs a configuration version that is still pending starts when it lands.
 pub const MAX_AWAITING: usize = 100;
 
@@ -91,6 +94,12 @@ impl ConfigurationVersion {
 
     pub fn archive(&self) -> Option<&str> {
         self.sealed.first().map(String::as_str)
+    }
+
+    /// Whether its upload link has expired (at `now_ms`): a version still pending then never
+    /// lands.
+    pub fn upload_expired(&self, now_ms: i64) -> bool {
+        now_ms > self.created_ms.saturating_add(UPLOAD_LINK_LIFETIME.as_millis() as i64)
     }
 }
 
@@ -446,6 +455,30 @@ impl Run {
     }
 }
 
+/// The counter attributes of a workspace's [`keys::run_counts`] item.
+pub const RUN_COUNT: &str = "runs";
+pub const CONFIGURATION_COUNT: &str = "configurations";
+
+/// The write that counts one more run or configuration version of a workspace (`counter`).
+pub fn counted(org_id: &str, workspace_id: &str, counter: &str) -> Write {
+    Write::Update {
+        key: keys::run_counts(org_id, workspace_id),
+        ops: vec![crate::store::UpdateOp::Add(counter.into(), 1)],
+        condition: Condition::Always,
+    }
+}
+
+/// How many runs or configuration versions (`counter`) a workspace has had.
+pub async fn count(
+    store: &dyn crate::store::ItemStore,
+    org_id: &str,
+    workspace_id: &str,
+    counter: &str,
+) -> Result<usize> {
+    let item = store.get(&keys::run_counts(org_id, workspace_id)).await?;
+    Ok(item.map(|item| item.count(counter)).transpose()?.unwrap_or(0))
+}
+
 /// A job waiting in a queue: which run, and which of its phases.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QueueEntry {
@@ -464,5 +497,43 @@ impl WaitingEntry {
     pub fn write(run: &Run) -> Result<Write> {
         let item = Item::from_value(run.waiting_key(), &WaitingEntry { run_id: run.id.clone() })?;
         Ok(Write::Put { item, condition: Condition::NotExists })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_phase_id_leads_back_to_its_run() {
+        assert_eq!(phase_id("run-abc", Phase::Plan), "plan-abc");
+        assert_eq!(run_of_phase("apply-abc"), Some(("run-abc".into(), Phase::Apply)));
+        for other in ["plan-", "run-abc", "nonsense", "apply"] {
+            assert_eq!(run_of_phase(other), None, "{other}");
+        }
+    }
+
+    #[test]
+    fn a_configuration_can_be_uploaded_for_an_hour_from_its_creation() {
+        let cv = ConfigurationVersion {
+            id: "cv-1".into(),
+            org_id: "org-1".into(),
+            workspace_id: "ws-1".into(),
+            created_ms: 1_000,
+            created_at: String::new(),
+            created_by: String::new(),
+            status: UploadStatus::Pending,
+            error: None,
+            auto_queue_runs: false,
+            speculative: false,
+            creator_may_apply: false,
+            sealed: Vec::new(),
+            size: 0,
+            awaiting: Vec::new(),
+            status_timestamps: BTreeMap::new(),
+            revision: 0,
+        };
+        assert!(!cv.upload_expired(1_000 + 3_600_000));
+        assert!(cv.upload_expired(1_001 + 3_600_000));
     }
 }

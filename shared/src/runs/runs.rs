@@ -185,8 +185,8 @@ pub async fn list(
         return Err(RunsError::NotFound);
     }
     let query = keys::runs(&workspace.org_id, &workspace.id).reverse(true);
-    let items = page.fetch(store, query.clone()).await?;
-    let total = crate::store::query_all(store, query).await?.len();
+    let items = page.fetch(store, query).await?;
+    let total = super::record::count(store, &workspace.org_id, &workspace.id, super::record::RUN_COUNT).await?;
     Ok((parse_all(&items)?, total, may))
 }
 

@@ -177,6 +177,12 @@ pub fn run(org_id: &str, workspace_id: &str, at_ms: i64, id: &str) -> Key {
     Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUN#{at_ms:015}#{id}"))
 }
 
+/// How many runs and configuration versions a workspace has had (`runs`, `configurations`):
+/// the totals its lists answer with, counted in each one's own creation.
+pub fn run_counts(org_id: &str, workspace_id: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUNCOUNTS"))
+}
+
 pub fn runs(org_id: &str, workspace_id: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUN#"))
 }
