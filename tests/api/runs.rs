@@ -710,3 +710,24 @@ async fn a_remote_run_without_a_terraform_binary_errors_saying_so() {
     assert!(why.contains("No Terraform binary") && why.contains("HANGAR_TERRAFORM"), "{why}");
     assert!(!locked(&app, &owners, &ws).await);
 }
+
+#[tokio::test]
+async fn a_workspace_holds_at_most_a_hundred_runs_not_over_yet() {
+    let (app, owners) = acme().await;
+    let (ws, _, _) = agent_workspace(&app, &owners, "app").await;
+    let cv = uploaded(&app, &owners, &ws).await;
+    let mut first = None;
+    for _ in 0..100 {
+        let reply = new_run(&app, &owners, &ws, Some(&cv), json!({})).await;
+        assert_eq!(reply.status, 201, "{:?}", reply.body);
+        first.get_or_insert(id(&reply));
+    }
+    let refused = new_run(&app, &owners, &ws, Some(&cv), json!({})).await;
+    assert_eq!(refused.status, 409, "{:?}", refused.body);
+    assert!(detail(&refused).contains("100 runs not over yet"), "{}", detail(&refused));
+    // One ends: room for one more.
+    let first = first.unwrap();
+    assert_eq!(app.post(&format!("/api/v2/runs/{first}/actions/cancel"), &owners, json!({})).await.status, 202);
+    assert_eq!(new_run(&app, &owners, &ws, Some(&cv), json!({})).await.status, 201);
+    assert_eq!(new_run(&app, &owners, &ws, Some(&cv), json!({})).await.status, 409);
+}

@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use super::error::{Result, RunsError};
 use super::record::{
-    counted, ConfigurationVersion, Job, Phase, QueueEntry, Run, RunStatus, UploadStatus, WaitingEntry, MAX_AWAITING,
-    RUN_COUNT,
+    ConfigurationVersion, Job, Phase, QueueEntry, Run, RunStatus, UploadStatus, WaitingEntry, ACTIVE_COUNT,
+    MAX_ACTIVE_RUNS, MAX_AWAITING, RUN_COUNT,
 };
 use crate::accounts::locks;
 use crate::accounts::workspaces::{self, Workspace};
@@ -24,7 +24,7 @@ use crate::accounts::AccountsError;
 use crate::api::Field;
 use crate::auth::{hash_secret, new_secret, AgentGrant, JobGrant};
 use crate::state::AppState;
-use crate::store::{keys, pointer, retry_on_race, schedule, Condition, ItemStore, UpdateOp, Write, TTL};
+use crate::store::{keys, pointer, retry_on_race, schedule, Condition, ItemStore, Transaction, UpdateOp, Write, TTL};
 
 /// How many entries at the head of a queue a claim reads, to try them in turn from a random one
 /// (agents claiming at once then rarely race for the same entry).
@@ -71,6 +71,11 @@ async fn commit(state: &AppState, run: &Run, next: &Run) -> Result<bool> {
         if next.queued_ms.is_some() {
             writes.push(next.queue_entry()?);
         }
+    }
+    if !run.status.is_final() && next.status.is_final() {
+        let key = keys::run_counts(&run.org_id, &run.workspace_id);
+        let ops = vec![UpdateOp::Add(ACTIVE_COUNT.into(), -1)];
+        writes.push(Write::Update { key, ops, condition: Condition::Always });
     }
     if run.waiting && !next.waiting {
         writes.push(Write::Delete { key: run.waiting_key(), condition: Condition::Always });
@@ -303,11 +308,16 @@ pub async fn record(state: &AppState, run: Run) -> Result<Run> {
             pointer::resolve(store, &run_ref.configuration_version_id).await?.ok_or_else(|| {
                 RunsError::invalid(Field::Relationship("configuration-version"), "no such configuration version")
             })?;
-        let mut writes = vec![
-            Write::Put { item: run_ref.to_item()?, condition: Condition::NotExists },
-            pointer::create(&run_ref.id, &run_ref.key())?,
-            counted(&run_ref.org_id, &run_ref.workspace_id, RUN_COUNT),
-        ];
+        let mut transaction = Transaction::new();
+        transaction.add(Write::Put { item: run_ref.to_item()?, condition: Condition::NotExists });
+        transaction.add(pointer::create(&run_ref.id, &run_ref.key())?);
+        // Counted, and bounded: the workspace's runs not over yet.
+        let room = transaction.add(Write::Update {
+            key: keys::run_counts(&run_ref.org_id, &run_ref.workspace_id),
+            ops: vec![UpdateOp::Add(RUN_COUNT.into(), 1), UpdateOp::Add(ACTIVE_COUNT.into(), 1)],
+            condition: Condition::Below(ACTIVE_COUNT.into(), MAX_ACTIVE_RUNS),
+        });
+        let mut writes = Vec::new();
         if run_ref.waiting {
             writes.push(WaitingEntry::write(run_ref)?);
         }
@@ -325,8 +335,13 @@ pub async fn record(state: &AppState, run: Run) -> Result<Run> {
             // Landed meanwhile: the run starts below.
             writes.push(Write::Check { key: cv.key(), condition: cv.unchanged() });
         }
-        match store.transact(writes).await {
+        transaction.extend(writes);
+        match transaction.commit(store).await {
             Ok(()) => Ok(Some(())),
+            Err(e) if e.failed_on(room) => Err(RunsError::Conflict(format!(
+                "The workspace has {MAX_ACTIVE_RUNS} runs not over yet, the most it holds: wait for them, or \
+                 cancel or discard some."
+            ))),
             Err(e) if e.is_condition_failed() => Ok(None),
             Err(e) => Err(RunsError::from(e)),
         }
@@ -392,7 +407,7 @@ pub async fn claim(state: &AppState, queue: &str, grant: &AgentGrant, agent_id: 
             Write::Put { item: next.to_item()?, condition: run.unchanged() },
             Write::Put { item: run.job_token(phase, agent_id, &token, lease_until)?, condition: Condition::NotExists },
         ];
-        let mut transaction = crate::store::Transaction::new();
+        let mut transaction = Transaction::new();
         for write in writes {
             transaction.add(write);
         }

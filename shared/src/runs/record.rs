@@ -455,9 +455,14 @@ impl Run {
     }
 }
 
-/// The counter attributes of a workspace's [`keys::run_counts`] item.
+/// The counter attributes of a workspace's [`keys::run_counts`] item: runs and configuration
+/// versions it has had, and its runs not over yet.
 pub const RUN_COUNT: &str = "runs";
 pub const CONFIGURATION_COUNT: &str = "configurations";
+pub const ACTIVE_COUNT: &str = "active";
+
+/// The most runs not over yet a workspace holds (each waits for the lock, or an agent).
+pub const MAX_ACTIVE_RUNS: i64 = 100;
 
 /// The write that counts one more run or configuration version of a workspace (`counter`).
 pub fn counted(org_id: &str, workspace_id: &str, counter: &str) -> Write {
