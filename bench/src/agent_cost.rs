@@ -50,13 +50,13 @@ pub async fn run() -> String {
     )
 }
 
-async fn send(api: &Api, method: Method, path: &str, token: &str, body: Option<Value>, want: u16) -> Value {
+pub(crate) async fn send(api: &Api, method: Method, path: &str, token: &str, body: Option<Value>, want: u16) -> Value {
     let reply = api.send(method.clone(), path, token, body).await;
     assert_eq!(reply.status.as_u16(), want, "{method} {path}: {}", reply.body);
     reply.body
 }
 
-fn id(body: &Value) -> String {
+pub(crate) fn id(body: &Value) -> String {
     body["data"]["id"].as_str().expect("an id").to_owned()
 }
 

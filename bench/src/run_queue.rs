@@ -8,8 +8,9 @@ use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use hangar::config::Config;
-use serde_json::{json, Value};
+use serde_json::json;
 
+use crate::agent_cost::{id, send};
 use crate::api::{Api, ORG};
 use crate::counting::Cost;
 use crate::local::{Local, ADMIN_TOKEN};
@@ -37,16 +38,6 @@ pub async fn run() -> String {
          In-process (router called directly, embedded store), one claim (`POST /api/agent/jobs`) at the \
          queue's head.\n\n{claims}\n\n{drain}"
     )
-}
-
-async fn send(api: &Api, method: Method, path: &str, token: &str, body: Option<Value>, want: u16) -> Value {
-    let reply = api.send(method.clone(), path, token, body).await;
-    assert_eq!(reply.status.as_u16(), want, "{method} {path}: {}", reply.body);
-    reply.body
-}
-
-fn id(body: &Value) -> String {
-    body["data"]["id"].as_str().expect("an id").to_owned()
 }
 
 fn archive() -> Vec<u8> {

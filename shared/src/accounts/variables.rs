@@ -327,18 +327,20 @@ pub struct RunVariable {
     pub sensitive: bool,
 }
 
-/// Every variable of the workspace `workspace_id` with its value, for the run's job token alone
-/// (the agent that runs the job): what no other caller is ever shown again once sensitive.
+/// Every variable of the workspace `found` (as `principal` found it) with its value, for the run's
+/// job token alone (the agent that runs the job): what no other caller is ever shown again once
+/// sensitive.
 pub async fn for_run(
     store: &dyn ItemStore,
     sealer: &dyn Sealer,
     principal: &Principal,
-    workspace_id: &str,
+    found: &Found,
 ) -> Result<Vec<RunVariable>> {
-    if !matches!(principal, Principal::Job(job) if job.workspace_id == workspace_id) {
+    let workspace = &found.workspace;
+    let own = matches!(principal, Principal::Job(job) if job.workspace_id == workspace.id);
+    if !own || !found.may.read_variables {
         return Err(AccountsError::NotFound);
     }
-    let (workspace, _) = workspace(store, principal, workspace_id).await?;
     let variables: Vec<Variable> = query_all_as(store, keys::variables(&workspace.org_id, &workspace.id)).await?;
     let mut shown = Vec::with_capacity(variables.len());
     for variable in variables {

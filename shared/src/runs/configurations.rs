@@ -78,7 +78,7 @@ pub async fn create(
 pub async fn get(store: &dyn ItemStore, principal: &Principal, id: &str) -> Result<Seen> {
     let cv: ConfigurationVersion = pointer::resolve(store, id).await?.ok_or(RunsError::NotFound)?;
     let found = workspaces::find(store, principal, WorkspaceAt::Id(&cv.workspace_id)).await;
-    let may = found.map_err(|_| RunsError::NotFound)?.may;
+    let may = found?.may;
     if !may.read_runs {
         return Err(RunsError::NotFound);
     }

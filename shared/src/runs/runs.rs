@@ -159,7 +159,7 @@ pub async fn get(state: &AppState, principal: &Principal, id: &str) -> Result<Se
     let store = state.store.as_ref();
     let run: Run = pointer::resolve(store, id).await?.ok_or(RunsError::NotFound)?;
     let found = workspaces::find(store, principal, WorkspaceAt::Id(&run.workspace_id)).await;
-    let Found { workspace, may, .. } = found.map_err(|_| RunsError::NotFound)?;
+    let Found { workspace, may, .. } = found?;
     if !may.read_runs {
         return Err(RunsError::NotFound);
     }
@@ -281,8 +281,9 @@ pub struct JobSpec {
 pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant) -> Result<JobSpec> {
     let store = state.store.as_ref();
     let run = queue::job_run(store, grant).await?;
-    let Found { workspace, org, .. } = workspaces::find(store, principal, WorkspaceAt::Id(&run.workspace_id)).await?;
-    let variables = variables::for_run(store, state.sealer.as_ref(), principal, &workspace.id).await?;
+    let found = workspaces::find(store, principal, WorkspaceAt::Id(&run.workspace_id)).await?;
+    let variables = variables::for_run(store, state.sealer.as_ref(), principal, &found).await?;
+    let Found { workspace, org, .. } = found;
     let phase = Phase::parse(&grant.phase).ok_or(RunsError::NotFound)?;
     Ok(JobSpec { run, phase, workspace, org_name: org.name, variables })
 }
