@@ -36,11 +36,12 @@ pub struct Client {
     http: reqwest::Client,
     address: Arc<str>,
     agent_token: Arc<str>,
+    ca_file: Option<Arc<std::path::Path>>,
 }
 
 /// The platform's certificate authorities (`SSL_CERT_FILE` and `SSL_CERT_DIR` included), on
 /// rustls with aws-lc.
-fn tls(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig> {
+fn tls(ca_file: Option<&std::path::Path>, extra_pem: Option<&[u8]>) -> Result<rustls::ClientConfig> {
     use rustls::pki_types::pem::PemObject;
     let mut roots = rustls::RootCertStore::empty();
     let found = rustls_native_certs::load_native_certs();
@@ -52,6 +53,13 @@ fn tls(ca_file: Option<&std::path::Path>) -> Result<rustls::ClientConfig> {
         let certs = rustls::pki_types::CertificateDer::pem_file_iter(file)
             .map_err(|e| ClientError::Tls(format!("{}: {e}", file.display())))?;
         for cert in certs {
+            roots
+                .add(cert.map_err(|e| ClientError::Tls(e.to_string()))?)
+                .map_err(|e| ClientError::Tls(e.to_string()))?;
+        }
+    }
+    if let Some(pem) = extra_pem {
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
             roots
                 .add(cert.map_err(|e| ClientError::Tls(e.to_string()))?)
                 .map_err(|e| ClientError::Tls(e.to_string()))?;
@@ -86,12 +94,52 @@ pub struct Beat {
 impl Client {
     /// A client of the Hangar at `address`, trusting the platform's authorities and `ca_file`'s.
     pub fn new(address: &str, agent_token: &str, ca_file: Option<&std::path::Path>) -> Result<Self> {
-        let http = reqwest::Client::builder()
-            .use_preconfigured_tls(tls(ca_file)?)
-            .connect_timeout(Duration::from_secs(10))
-            .timeout(Duration::from_secs(300))
-            .build()?;
-        Ok(Self { http, address: address.trim_end_matches('/').into(), agent_token: agent_token.into() })
+        Ok(Self {
+            http: http_client(ca_file, None)?,
+            address: address.trim_end_matches('/').into(),
+            agent_token: agent_token.into(),
+            ca_file: ca_file.map(Into::into),
+        })
+    }
+
+    /// A client for a Vault (Hangar's broker, or another), trusting `extra_ca` (a PEM bundle,
+    /// `TFC_VAULT_ENCODED_CACERT`) besides what this one trusts.
+    pub fn for_vault(&self, extra_ca: Option<&[u8]>) -> Result<Self> {
+        let http = match extra_ca {
+            None => self.http.clone(),
+            Some(pem) => http_client(self.ca_file.as_deref(), Some(pem))?,
+        };
+        Ok(Self { http, ..self.clone() })
+    }
+
+    /// A Vault API call: `address` + `path`, with a Vault token and namespace when given; the
+    /// answer's JSON (or `null` for a 204). A refusal carries Vault's `errors`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn vault_call(
+        &self,
+        method: Method,
+        address: &str,
+        path: &str,
+        token: Option<&str>,
+        namespace: Option<&str>,
+        body: Option<&Value>,
+        query: &[(&str, &str)],
+    ) -> Result<Value> {
+        let mut request = self.http.request(method, format!("{}{path}", address.trim_end_matches('/'))).query(query);
+        if let Some(token) = token {
+            request = request.header("X-Vault-Token", token);
+        }
+        if let Some(namespace) = namespace {
+            request = request.header("X-Vault-Namespace", namespace);
+        }
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = Self::send(request, false).await?;
+        if response.status() == StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        Self::json(response).await
     }
 
     pub fn address(&self) -> &str {
@@ -225,6 +273,14 @@ impl Client {
             self.request(Method::POST, &path, token).header("content-type", "application/vnd.api+json").json(&body);
         Self::send(request, true).await.map(drop)
     }
+}
+
+fn http_client(ca_file: Option<&std::path::Path>, extra_pem: Option<&[u8]>) -> Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .use_preconfigured_tls(tls(ca_file, extra_pem)?)
+        .connect_timeout(Duration::from_secs(10))
+        .timeout(Duration::from_secs(300))
+        .build()?)
 }
 
 /// The `report-in` an answer carries in its `meta`, else a safe default.

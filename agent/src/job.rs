@@ -15,6 +15,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
 use crate::client::{Claim, Client, ClientError};
+use crate::credentials;
 use crate::log::LogWriter;
 use crate::workdir::{self, Workdir};
 
@@ -156,7 +157,36 @@ impl Runner<'_> {
         if let Some(ca_file) = self.ca_file {
             env.push(("SSL_CERT_FILE".into(), ca_file.to_string_lossy().into_owned()));
         }
-        let terraform = Terraform { binary: self.terraform, workdir: &workdir, env, log: log.sender() };
+        let credentials_dir = workdir.root().join(".hangar-credentials");
+        let prepared =
+            credentials::prepare(self.client, &credentials_dir, &workdir.terraform_dir, &spec["credentials"])
+                .await
+                .map_err(|why| Failure::Errored(format!("dynamic credentials: {why}")))?;
+        for note in &prepared.notes {
+            log.line(note);
+        }
+        env.extend(prepared.env.iter().cloned());
+        let hidden = prepared.hidden.clone();
+        let terraform = Terraform { binary: self.terraform, workdir: &workdir, env, hidden, log: log.sender() };
+        let ran = self.terraform_phase(claim, &spec, &terraform, &workdir, control).await;
+        for failure in credentials::release(prepared).await {
+            log.line(&format!("Warning: {failure}"));
+        }
+        ran
+    }
+
+    /// Terraform's part of the job: `init`, then the plan or the apply.
+    async fn terraform_phase(
+        &self,
+        claim: &Claim,
+        spec: &Value,
+        terraform: &Terraform<'_>,
+        workdir: &Workdir,
+        control: watch::Receiver<Control>,
+    ) -> Result<Changes, Failure> {
+        let token = claim.token.as_str();
+        let workspace_id = spec["workspace"]["id"].as_str().unwrap_or_default();
+        let prepare = |e: std::io::Error| Failure::Errored(format!("the working directory could not be prepared: {e}"));
         let mut control = control;
         terraform.run(&["init", "-input=false", "-no-color"], &mut control).await?;
         let plan = workdir.plan_file().to_string_lossy().into_owned();
@@ -230,6 +260,8 @@ struct Terraform<'a> {
     binary: &'a Path,
     workdir: &'a Workdir,
     env: Vec<(String, String)>,
+    /// Inherited settings it must not see.
+    hidden: Vec<String>,
     log: mpsc::UnboundedSender<Vec<u8>>,
 }
 
@@ -243,7 +275,10 @@ impl Terraform<'_> {
             // for the agent's own settings: its pool token above all, which the configuration's
             // code (an external data source, a provisioner) could otherwise read.
             .env_clear()
-            .envs(std::env::vars_os().filter(|(name, _)| !name.to_string_lossy().starts_with("HANGAR_")))
+            .envs(std::env::vars_os().filter(|(name, _)| {
+                let name = name.to_string_lossy();
+                !name.starts_with("HANGAR_") && !self.hidden.iter().any(|hidden| *hidden == name)
+            }))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("TF_CLI_CONFIG_FILE", self.workdir.cli_config())
             .env("TF_IN_AUTOMATION", "1")

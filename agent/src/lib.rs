@@ -3,6 +3,7 @@
 //! same loop in its own process.
 
 pub mod client;
+mod credentials;
 mod job;
 mod log;
 mod workdir;

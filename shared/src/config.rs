@@ -102,6 +102,10 @@ pub struct Config {
     /// (`HANGAR_IDENTITY_KMS_KEY_ID`); unset, dev-server signs with a key file in its data
     /// directory and a deployed function offers no workload identity.
     pub identity_kms_key_id: Option<String>,
+    /// The identity keys it replaced, still published so that tokens they signed verify until
+    /// they expire (`HANGAR_IDENTITY_PREVIOUS_KMS_KEY_IDS`, comma-separated); dev-server
+    /// publishes `identity.previous.key` beside `identity.key` when that file exists.
+    pub identity_previous_kms_key_ids: Vec<String>,
     /// Hosts a README's images may load from on the console, besides a VCS module's own
     /// repository host (`HANGAR_CONSOLE_IMAGE_HOSTS`, comma-separated): none by default, so a
     /// README cannot have every viewer's browser call a host of its author's choosing.
@@ -423,6 +427,7 @@ impl Default for Config {
             root_service_token: None,
             kms_key_id: None,
             identity_kms_key_id: None,
+            identity_previous_kms_key_ids: Vec::new(),
             vcs_allowed_networks: AllowedNetworks::default(),
             console_image_hosts: Vec::new(),
             broker_limits: BrokerLimits::default(),
@@ -573,6 +578,9 @@ impl Config {
             root_service_token: var("HANGAR_ROOT_SERVICE_TOKEN"),
             kms_key_id: var("HANGAR_KMS_KEY_ID"),
             identity_kms_key_id: var("HANGAR_IDENTITY_KMS_KEY_ID"),
+            identity_previous_kms_key_ids: var("HANGAR_IDENTITY_PREVIOUS_KMS_KEY_IDS")
+                .map(|ids| ids.split(',').map(str::trim).filter(|id| !id.is_empty()).map(str::to_owned).collect())
+                .unwrap_or_default(),
             vcs_allowed_networks: networks("HANGAR_VCS_ALLOWED_NETWORKS", var("HANGAR_VCS_ALLOWED_NETWORKS"))?,
             console_image_hosts: image_hosts(var("HANGAR_CONSOLE_IMAGE_HOSTS"))?,
             broker_limits: BrokerLimits {

@@ -43,6 +43,11 @@ pub trait TokenSigner: Send + Sync + 'static {
     async fn sign(&self, signing_input: &[u8]) -> Result<Vec<u8>, IdentityError>;
     /// The public key.
     async fn public_key(&self) -> Result<VerifyingKey, IdentityError>;
+    /// Every key a verifier should accept: the current one, and those it replaced that tokens
+    /// still in use may be signed with.
+    async fn published_keys(&self) -> Result<Vec<VerifyingKey>, IdentityError> {
+        Ok(vec![self.public_key().await?])
+    }
 }
 
 pub type SharedTokenSigner = Arc<dyn TokenSigner>;
@@ -72,9 +77,7 @@ pub fn mount_subject(mount_uuid: &str) -> String {
 
 /// Mints a signed identity token (a compact JWS) for `request`, issued now.
 pub async fn mint(signer: &dyn TokenSigner, request: &TokenRequest) -> Result<String, IdentityError> {
-    let key_id = key_id(&signer.public_key().await?);
     let now = chrono::Utc::now().timestamp();
-    let header = json!({"alg": "ES256", "typ": "JWT", "kid": key_id});
     let claims = json!({
         "iss": issuer(&request.base_url),
         "sub": request.subject,
@@ -83,34 +86,87 @@ pub async fn mint(signer: &dyn TokenSigner, request: &TokenRequest) -> Result<St
         "nbf": now,
         "exp": now.saturating_add(i64::try_from(request.ttl_secs).unwrap_or(i64::MAX)),
     });
+    sign(signer, &claims).await
+}
+
+/// A compact JWS of `claims` (an object), signed ES256 with the signer's current key, whose id
+/// the header names.
+pub async fn sign(signer: &dyn TokenSigner, claims: &Value) -> Result<String, IdentityError> {
+    let key_id = key_id(&signer.public_key().await?);
+    let header = json!({"alg": "ES256", "typ": "JWT", "kid": key_id});
     let signing_input = format!("{}.{}", BASE64URL.encode(header.to_string()), BASE64URL.encode(claims.to_string()));
     let signature = signer.sign(signing_input.as_bytes()).await?;
     Ok(format!("{signing_input}.{}", BASE64URL.encode(signature)))
 }
 
-/// The OpenID discovery document for `base_url`.
+/// The OpenID discovery document of the plugin identity issuer for `base_url`.
 pub fn discovery(base_url: &str) -> Value {
     let issuer = issuer(base_url);
+    discovery_document(&issuer, &format!("{issuer}/.well-known/keys"))
+}
+
+/// An OpenID discovery document: the issuer, where its keys are, what it signs with.
+pub fn discovery_document(issuer: &str, jwks_uri: &str) -> Value {
     json!({
         "issuer": issuer,
-        "jwks_uri": format!("{issuer}/.well-known/keys"),
+        "jwks_uri": jwks_uri,
         "response_types_supported": ["id_token"],
         "subject_types_supported": ["public"],
         "id_token_signing_alg_values_supported": ["ES256"],
+        "scopes_supported": ["openid"],
     })
 }
 
-/// The JSON Web Key Set of the signer's public key.
+/// The JSON Web Key Set of the signer's published keys, the current one first.
 pub async fn jwks(signer: &dyn TokenSigner) -> Result<Value, IdentityError> {
-    let key = signer.public_key().await?;
-    let point = key.to_sec1_point(false);
-    let (Some(x), Some(y)) = (point.x(), point.y()) else {
-        return Err(IdentityError::Kms("the public key is not an uncompressed P-256 point".into()));
-    };
-    Ok(json!({"keys": [{
-        "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": key_id(&key),
-        "x": BASE64URL.encode(x), "y": BASE64URL.encode(y),
-    }]}))
+    let mut keys = Vec::new();
+    for key in signer.published_keys().await? {
+        let point = key.to_sec1_point(false);
+        let (Some(x), Some(y)) = (point.x(), point.y()) else {
+            return Err(IdentityError::Kms("the public key is not an uncompressed P-256 point".into()));
+        };
+        keys.push(json!({
+            "kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": key_id(&key),
+            "x": BASE64URL.encode(x), "y": BASE64URL.encode(y),
+        }));
+    }
+    Ok(json!({ "keys": keys }))
+}
+
+/// The current key and the keys it replaced: tokens are signed with the first, and all are
+/// published, so that tokens signed before a rotation verify until they expire. Rotating is
+/// making a new key current and keeping the old one here for at least a token's lifetime.
+pub struct KeyRing {
+    current: SharedTokenSigner,
+    previous: Vec<SharedTokenSigner>,
+}
+
+impl KeyRing {
+    pub fn new(current: SharedTokenSigner, previous: Vec<SharedTokenSigner>) -> Self {
+        Self { current, previous }
+    }
+}
+
+#[async_trait::async_trait]
+impl TokenSigner for KeyRing {
+    async fn sign(&self, signing_input: &[u8]) -> Result<Vec<u8>, IdentityError> {
+        self.current.sign(signing_input).await
+    }
+
+    async fn public_key(&self) -> Result<VerifyingKey, IdentityError> {
+        self.current.public_key().await
+    }
+
+    async fn published_keys(&self) -> Result<Vec<VerifyingKey>, IdentityError> {
+        let mut keys = vec![self.current.public_key().await?];
+        for signer in &self.previous {
+            let key = signer.public_key().await?;
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        Ok(keys)
+    }
 }
 
 /// A key's id: the SHA-256 of its SEC1 encoding, base64url, so a new key gets a new id.

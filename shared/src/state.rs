@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::aws::{AwsBase, CloudSettings, SharedCloud};
 use crate::blobs::{Blobs, DeployedBlobs, LocalBlobs, WithS3};
 use crate::config::{Config, StoreKind};
-use crate::identity::{KmsSigner, LocalSigner, SharedTokenSigner};
+use crate::identity::{KeyRing, KmsSigner, LocalSigner, SharedTokenSigner};
 use crate::lazy::LazyClient;
 use crate::links::LinkSigner;
 use crate::seal::{KmsSealer, LocalSealer, SharedSealer};
@@ -178,11 +178,22 @@ impl AppState {
             None => Arc::new(LocalSealer::open(&data_dir(&config)?.join(SEAL_KEY_FILE))?),
         };
         let identity: Option<SharedTokenSigner> = match (&config.identity_kms_key_id, config.store) {
-            (Some(key_id), _) => Some(Arc::new(KmsSigner::new(
-                LazyClient::of_sdk(aws.config().await, aws_sdk_kms::Client::new),
-                key_id.clone(),
-            ))),
-            (None, StoreKind::Sqlite) => Some(Arc::new(LocalSigner::open(&data_dir(&config)?.join("identity.key"))?)),
+            (Some(key_id), _) => {
+                let kms = LazyClient::of_sdk(aws.config().await, aws_sdk_kms::Client::new);
+                let signer = |id: &String| -> SharedTokenSigner { Arc::new(KmsSigner::new(kms.clone(), id.clone())) };
+                let previous = config.identity_previous_kms_key_ids.iter().map(signer).collect();
+                Some(Arc::new(KeyRing::new(signer(key_id), previous)))
+            }
+            (None, StoreKind::Sqlite) => {
+                let dir = data_dir(&config)?;
+                let current: SharedTokenSigner = Arc::new(LocalSigner::open(&dir.join(IDENTITY_KEY_FILE))?);
+                let previous_file = dir.join(PREVIOUS_IDENTITY_KEY_FILE);
+                let previous: Vec<SharedTokenSigner> = match previous_file.exists() {
+                    true => vec![Arc::new(LocalSigner::open(&previous_file)?)],
+                    false => Vec::new(),
+                };
+                Some(Arc::new(KeyRing::new(current, previous)))
+            }
             (None, StoreKind::Dynamodb) => None,
         };
         let links = match (&config.link_key, config.store) {
@@ -214,6 +225,9 @@ impl AppState {
 
 /// The data directory's sealing key (named before it sealed anything but the broker's secrets).
 const SEAL_KEY_FILE: &str = "broker-seal.key";
+/// The data directory's identity key, and the one it replaced (published until removed).
+const IDENTITY_KEY_FILE: &str = "identity.key";
+const PREVIOUS_IDENTITY_KEY_FILE: &str = "identity.previous.key";
 
 /// The data directory, created when missing, its owner's alone (`owner_only`).
 fn data_dir(config: &Config) -> Result<&std::path::Path, BootError> {
@@ -237,6 +251,7 @@ const OWNED_ENTRIES: &[&str] = &[
     "tls",
     "broker-seal.key",
     "identity.key",
+    "identity.previous.key",
     "blob-signing.key",
 ];
 

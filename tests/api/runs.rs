@@ -52,14 +52,14 @@ fn simple_archive() -> Vec<u8> {
 }
 
 /// An uploaded configuration version of `ws`.
-async fn uploaded(app: &TestApp, token: &str, ws: &str) -> String {
+pub(super) async fn uploaded(app: &TestApp, token: &str, ws: &str) -> String {
     let (cv, url) = configuration(app, token, ws, false).await;
     let reply = put(app, &url, simple_archive()).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     cv
 }
 
-async fn new_run(app: &TestApp, token: &str, ws: &str, cv: Option<&str>, attributes: Value) -> Reply {
+pub(super) async fn new_run(app: &TestApp, token: &str, ws: &str, cv: Option<&str>, attributes: Value) -> Reply {
     let mut body = json!({"data": {"type": "runs", "attributes": attributes,
         "relationships": {"workspace": {"data": {"type": "workspaces", "id": ws}}}}});
     if let Some(cv) = cv {
@@ -70,20 +70,20 @@ async fn new_run(app: &TestApp, token: &str, ws: &str, cv: Option<&str>, attribu
 }
 
 /// A run of `ws` on a fresh upload: its id.
-async fn queued_run(app: &TestApp, token: &str, ws: &str) -> String {
+pub(super) async fn queued_run(app: &TestApp, token: &str, ws: &str) -> String {
     let cv = uploaded(app, token, ws).await;
     let reply = new_run(app, token, ws, Some(&cv), json!({})).await;
     assert_eq!(reply.status, 201, "{:?}", reply.body);
     id(&reply)
 }
 
-async fn run(app: &TestApp, token: &str, id: &str) -> Value {
+pub(super) async fn run(app: &TestApp, token: &str, id: &str) -> Value {
     let reply = app.get(&format!("/api/v2/runs/{id}"), token).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     reply.body["data"].clone()
 }
 
-async fn status(app: &TestApp, token: &str, id: &str) -> String {
+pub(super) async fn status(app: &TestApp, token: &str, id: &str) -> String {
     run(app, token, id).await["attributes"]["status"].as_str().unwrap_or_default().to_owned()
 }
 
@@ -92,17 +92,17 @@ async fn claim(app: &TestApp, secret: &str, agent: &str) -> Reply {
 }
 
 /// Claims a job that must be there: its job token.
-async fn claimed(app: &TestApp, secret: &str, agent: &str) -> String {
+pub(super) async fn claimed(app: &TestApp, secret: &str, agent: &str) -> String {
     let reply = claim(app, secret, agent).await;
     assert_eq!(reply.status, 201, "{:?}", reply.body);
     reply.body["token"].as_str().expect("a job token").to_owned()
 }
 
-async fn job(app: &TestApp, method: Method, path: &str, token: &str, body: Value) -> Reply {
+pub(super) async fn job(app: &TestApp, method: Method, path: &str, token: &str, body: Value) -> Reply {
     gateway(app, method, path, Some(token), body).await
 }
 
-async fn finish(app: &TestApp, token: &str, body: Value) -> Reply {
+pub(super) async fn finish(app: &TestApp, token: &str, body: Value) -> Reply {
     job(app, Method::POST, "/api/agent/job/finish", token, body).await
 }
 
@@ -538,7 +538,7 @@ fn stand_in_terraform(scratch: &std::path::Path) -> std::path::PathBuf {
     path
 }
 
-async fn wait_until(mut done: impl FnMut() -> bool) {
+pub(super) async fn wait_until(mut done: impl FnMut() -> bool) {
     for _ in 0..200 {
         if done() {
             return;
@@ -548,7 +548,7 @@ async fn wait_until(mut done: impl FnMut() -> bool) {
     panic!("gave up waiting");
 }
 
-async fn wait_for(app: &TestApp, token: &str, run_id: &str, wanted: &str) {
+pub(super) async fn wait_for(app: &TestApp, token: &str, run_id: &str, wanted: &str) {
     for _ in 0..200 {
         if status(app, token, run_id).await == wanted {
             return;

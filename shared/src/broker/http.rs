@@ -252,16 +252,22 @@ impl FromRequestParts<AppState> for Caller {
     type Rejection = BrokerError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Self::Rejection> {
-        let secret = presented(&parts.headers).ok_or(BrokerError::PermissionDenied)?;
-        let now = chrono::Utc::now().timestamp();
-        let token = tokens::authenticate(state.store.as_ref(), secret, now).await?;
-        let token = token.ok_or(BrokerError::PermissionDenied)?;
-        if token.is_being_revoked() {
-            // Its last use: the job revokes it and what it holds.
-            state.work.notify_one();
-        }
-        Ok(Caller(token))
+        authenticated(state, &parts.headers).await.map(Caller)
     }
+}
+
+/// The token a request's headers present, one of its uses spent: what [`Caller`] extracts, for
+/// a handler that authenticates only some of its requests (an auth method's login needs none).
+pub async fn authenticated(state: &AppState, headers: &axum::http::HeaderMap) -> Result<ServiceToken, BrokerError> {
+    let secret = presented(headers).ok_or(BrokerError::PermissionDenied)?;
+    let now = chrono::Utc::now().timestamp();
+    let token = tokens::authenticate(state.store.as_ref(), secret, now).await?;
+    let token = token.ok_or(BrokerError::PermissionDenied)?;
+    if token.is_being_revoked() {
+        // Its last use: the job revokes it and what it holds.
+        state.work.notify_one();
+    }
+    Ok(token)
 }
 
 /// A boolean field as Vault's field data reads one: a JSON boolean or its string form; `None`

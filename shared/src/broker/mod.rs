@@ -3,6 +3,7 @@
 //! and `/v1/auth/token`, and the scheduled rotation of static-role keys (function
 //! `key-rotation`).
 
+pub mod auth_mounts;
 pub mod config;
 mod credentials;
 pub mod duration;
@@ -11,6 +12,7 @@ mod error;
 mod http;
 mod identity;
 mod intents;
+mod jwt;
 pub mod leases;
 pub mod mounts;
 mod paths;
@@ -45,6 +47,7 @@ pub fn router() -> Router<AppState> {
         .merge(sys_leases::routes())
         .merge(sys_tokens::routes())
         .merge(identity::routes())
+        .route("/auth/{*path}", any(jwt::dispatch))
         .route("/{*path}", any(engine::dispatch))
         .fallback(|| async { BrokerError::NotFound })
         .layer(axum::middleware::from_fn(vault_method_not_allowed))

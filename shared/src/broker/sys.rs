@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use super::error::{BrokerError, Result};
 use super::http::{is_list, Caller, VaultBody, VaultPath, VaultResponse};
 use super::request::Operation;
-use super::{leases, mounts, policies};
+use super::{auth_mounts, leases, mounts, policies};
 use crate::state::AppState;
 use crate::store::ItemStore;
 
@@ -19,6 +19,11 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route("/sys/mounts", get(list_mounts))
         .route("/sys/mounts/{*path}", get(show_mount).post(create_mount).put(create_mount).delete(delete_mount))
+        .route("/sys/auth", get(list_auth_methods))
+        .route(
+            "/sys/auth/{*path}",
+            get(show_auth_method).post(enable_auth_method).put(enable_auth_method).delete(disable_auth_method),
+        )
         .route("/sys/policies/acl", get(list_policies))
         .route("/sys/policies/acl/{name}", get(show_policy).post(write_policy).put(write_policy).delete(delete_policy))
         .route("/sys/policy", get(list_policies_legacy))
@@ -89,6 +94,66 @@ async fn delete_mount(
 ) -> Result<StatusCode> {
     authorize(&state, &caller, &checked, "delete").await?;
     leases::unmount(&state, &path).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn list_auth_methods(State(state): State<AppState>, caller: Caller) -> Result<VaultResponse> {
+    super::jwt::list_methods(&state, &caller.0).await
+}
+
+async fn show_auth_method(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(path): Path<String>,
+) -> Result<VaultResponse> {
+    policies::require_sudo(state.store.as_ref(), &caller.0, &checked, "read").await?;
+    let method = auth_mounts::find(state.store.as_ref(), &path).await?.ok_or(BrokerError::NotFound)?;
+    Ok(VaultResponse::data(auth_mounts::describe(&method)))
+}
+
+#[derive(Deserialize)]
+struct AuthMethodRequest {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    description: String,
+    /// hvac sends these; a local mount or tuning is not offered, so only their defaults pass.
+    #[serde(default)]
+    local: bool,
+    #[serde(default)]
+    config: Option<Map<String, Value>>,
+}
+
+/// Enabling (or disabling) an auth method takes `sudo` on its `sys/auth/<path>`, as in Vault.
+async fn enable_auth_method(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(path): Path<String>,
+    body: VaultBody,
+) -> Result<StatusCode> {
+    policies::require_sudo(state.store.as_ref(), &caller.0, &checked, "update").await?;
+    let request: AuthMethodRequest = serde_json::from_value(Value::Object(body.object()?))
+        .map_err(|e| BrokerError::invalid(format!("invalid auth method request: {e}")))?;
+    if request.local {
+        return Err(BrokerError::invalid("local auth methods are not offered: the broker has one cluster"));
+    }
+    if request.config.as_ref().is_some_and(|config| !config.is_empty()) {
+        return Err(BrokerError::invalid("config (tuning) is not offered for auth methods"));
+    }
+    auth_mounts::enable(state.store.as_ref(), &path, &request.kind, &request.description).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn disable_auth_method(
+    State(state): State<AppState>,
+    caller: Caller,
+    VaultPath(checked): VaultPath,
+    Path(path): Path<String>,
+) -> Result<StatusCode> {
+    policies::require_sudo(state.store.as_ref(), &caller.0, &checked, "delete").await?;
+    auth_mounts::disable(state.store.as_ref(), &path).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -22,7 +22,7 @@ use super::configurations;
 use super::job_files;
 use super::queue::{self, JobStatus, Outcome};
 use super::runs;
-use crate::api::ApiError;
+use crate::api::{ApiError, BaseUrl};
 use crate::auth::{AgentCaller, JobCaller};
 use crate::errors::Kind;
 use crate::state::AppState;
@@ -72,8 +72,8 @@ async fn claim(
     }
 }
 
-async fn spec(State(state): State<AppState>, caller: JobCaller) -> Result<Json<Value>> {
-    let spec = runs::job_spec(&state, &caller.principal, &caller.grant).await?;
+async fn spec(State(state): State<AppState>, caller: JobCaller, BaseUrl(base): BaseUrl) -> Result<Json<Value>> {
+    let spec = runs::job_spec(&state, &caller.principal, &caller.grant, &base).await?;
     let run = &spec.run;
     let operation = &run.operation;
     Ok(Json(json!({
@@ -95,6 +95,7 @@ async fn spec(State(state): State<AppState>, caller: JobCaller) -> Result<Json<V
             "variables": operation.variables.iter().map(|(key, value)| json!({"key": key, "value": value})).collect::<Vec<_>>(),
         },
         "variables": spec.variables,
+        "credentials": spec.credentials,
         "report-in": queue::report_in(&state),
     })))
 }

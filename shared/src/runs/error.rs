@@ -32,6 +32,9 @@ pub enum RunsError {
     JobOver(String),
     #[error("no link signing key is configured (HANGAR_LINK_KEY_SECRET_ARN)")]
     NoLinkKey,
+    /// A service the request needs (the identity key) failed; the cause is logged.
+    #[error("{0}")]
+    Unavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error(transparent)]
@@ -51,6 +54,7 @@ impl RunsError {
             RunsError::Invalid { .. } => Kind::Invalid,
             RunsError::Conflict(_) | RunsError::JobOver(_) => Kind::Conflict,
             RunsError::TooLarge(_) => Kind::TooLarge,
+            RunsError::Unavailable(_) => Kind::Unavailable,
             RunsError::Store(e) => e.kind(),
             RunsError::Blob(_) | RunsError::NoLinkKey => Kind::Internal,
         }

@@ -6,7 +6,9 @@
 
 pub mod agent_routes;
 pub mod configurations;
+pub mod credentials;
 mod error;
+pub mod identity;
 pub mod job_files;
 pub mod queue;
 pub mod record;

@@ -38,6 +38,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/v2/logs/{id}/{expires}/{signature}", get(read_log))
         .route("/api/v2/organizations/{org}/runs/queue", get(organization_queue))
         .route("/api/v2/organizations/{org}/capacity", get(capacity))
+        .merge(super::identity::routes())
 }
 
 #[derive(Deserialize, Default)]

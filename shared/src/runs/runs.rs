@@ -3,13 +3,14 @@
 //! line for the workspace's lock, its jobs on agents) is `queue.rs`.
 
 use super::error::{Result, RunsError};
-use super::queue;
 use super::record::{ConfigurationVersion, Operation, Phase, Run, RunStatus, UploadStatus};
+use super::{credentials, identity, queue};
 use crate::accounts::access;
 use crate::accounts::variables::{self, RunVariable};
 use crate::accounts::workspaces::{self, Found, Workspace, WorkspaceAt, WorkspacePermissions};
 use crate::api::{Field, PageRequest};
 use crate::auth::{JobGrant, Principal};
+use crate::identity::TokenSigner;
 use crate::state::AppState;
 use crate::store::{keys, parse_all, pointer, query_all, ItemStore};
 
@@ -276,16 +277,27 @@ pub struct JobSpec {
     pub workspace: Workspace,
     pub org_name: String,
     pub variables: Vec<RunVariable>,
+    /// The dynamic credentials its variables ask for, each with its identity token.
+    pub credentials: serde_json::Value,
 }
 
-pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant) -> Result<JobSpec> {
+/// What the job a job token names runs: its run, workspace, variables (sensitive ones too) and
+/// the identity tokens of the credentials they ask for (recorded, without the tokens).
+pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant, base_url: &str) -> Result<JobSpec> {
     let store = state.store.as_ref();
     let run = queue::job_run(store, grant).await?;
     let found = workspaces::find(store, principal, WorkspaceAt::Id(&run.workspace_id)).await?;
     let variables = variables::for_run(store, state.sealer.as_ref(), principal, &found).await?;
     let Found { workspace, org, .. } = found;
     let phase = Phase::parse(&grant.phase).ok_or(RunsError::NotFound)?;
-    Ok(JobSpec { run, phase, workspace, org_name: org.name, variables })
+    let requested = credentials::requested(&variables, phase)?;
+    let who = identity::RunIdentity { org: &org, workspace: &workspace, run: &run, phase };
+    let signer = state.identity.as_deref();
+    let credentials = identity::issue(signer.map(|s| s as &dyn TokenSigner), base_url, &who, &requested).await?;
+    if !requested.is_empty() {
+        identity::record(store, &who, &requested).await?;
+    }
+    Ok(JobSpec { run, phase, workspace, org_name: org.name, variables, credentials })
 }
 
 /// The organization's run queue (HCP's `/organizations/:org/runs/queue`): its runs queued or

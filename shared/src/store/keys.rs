@@ -208,6 +208,11 @@ pub fn run_log_head(org_id: &str, workspace_id: &str, run_id: &str, phase: &str)
     Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOGHEAD#{run_id}#{phase}"))
 }
 
+/// What a run phase was given identity tokens for (never the tokens).
+pub fn run_credentials(org_id: &str, workspace_id: &str, run_id: &str, phase: &str) -> Key {
+    Key::new(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#RUNCRED#{run_id}#{phase}"))
+}
+
 pub fn run_log(org_id: &str, workspace_id: &str, run_id: &str, phase: &str) -> Query {
     Query::partition(format!("ORG#{org_id}"), format!("WSD#{workspace_id}#LOG#{run_id}#{phase}#"))
 }
@@ -498,6 +503,16 @@ pub fn broker_mount(path: &str) -> Key {
 
 pub fn broker_mounts() -> Query {
     Query::partition("BROKER", "MOUNT#")
+}
+
+/// An auth method enabled at a path (`sys/auth/<path>`); its configuration and roles live in the
+/// partition its uuid names, as a secrets engine mount's do.
+pub fn broker_auth_mount(path: &str) -> Key {
+    Key::new("BROKER", format!("AUTH#{path}"))
+}
+
+pub fn broker_auth_mounts() -> Query {
+    Query::partition("BROKER", "AUTH#")
 }
 
 /// Present once the default `aws` mount has been made, so unmounting it is not undone.

@@ -70,6 +70,34 @@ impl Client {
     }
 }
 
+impl Client {
+    /// GETs a small JSON document (an OIDC discovery document, a JWKS) from a URL someone
+    /// configured, through the same guard as every VCS call: its addresses checked, no
+    /// redirects, no proxy, at most `limit` bytes, 10 seconds in all.
+    pub async fn get_json(&self, raw: &str, limit: usize) -> Result<serde_json::Value, String> {
+        let url = check_url(raw, &self.allowed).map_err(|problem| match problem {
+            UrlProblem::Malformed => format!("`{raw}` is not an absolute http(s) URL without credentials"),
+            UrlProblem::Refused(why) => why.to_string(),
+        })?;
+        let http = self.http()?;
+        let call = async {
+            let mut response = http.get(url).send().await.map_err(|e| e.to_string())?;
+            if !response.status().is_success() {
+                return Err(format!("it answered {}", response.status()));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+                if body.len() + chunk.len() > limit {
+                    return Err(format!("the answer is over {limit} bytes"));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            serde_json::from_slice(&body).map_err(|e| format!("the answer is not JSON: {e}"))
+        };
+        tokio::time::timeout(Duration::from_secs(10), call).await.map_err(|_| "no answer in 10 seconds".to_owned())?
+    }
+}
+
 /// The URL's host if it is an IP address (which `Url` has already normalised: `2130706433` and
 /// `0x7f.1` are `127.0.0.1`).
 fn literal_ip(url: &Url) -> Option<IpAddr> {

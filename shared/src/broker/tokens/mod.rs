@@ -12,6 +12,7 @@
 //! revocation ([`authenticate`]).
 
 mod create;
+mod login;
 mod renew;
 mod revoke;
 pub mod roles;
@@ -28,6 +29,7 @@ use crate::auth::hash_secret;
 use crate::store::{keys, schedule, Condition, Index, Item, ItemStore, Write};
 
 pub use create::create;
+pub use login::{login, LoginToken};
 pub use renew::{renew, Renewal};
 pub use revoke::{
     revoke, revoke_accessor, revoke_pending, revoke_secret, REVOKE_LEASES_PER_CALL, REVOKE_TOKENS_PER_CALL,
@@ -95,6 +97,9 @@ pub struct ServiceToken {
     /// When it was last renewed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_renewal: Option<i64>,
+    /// The uuid of the auth method whose login issued it: it stands only while that does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_method: Option<String>,
 }
 
 fn renewable_by_default() -> bool {
@@ -125,6 +130,7 @@ impl ServiceToken {
             meta: BTreeMap::new(),
             batch: false,
             last_renewal: None,
+            auth_method: None,
         }
     }
 
@@ -280,6 +286,11 @@ pub async fn resolve_hash(store: &dyn ItemStore, hash: &str) -> Result<Option<Se
             return Ok(None);
         }
     }
+    if let Some(method) = &token.auth_method {
+        if !auth_method_stands(store, &token.path, method).await? {
+            return Ok(None);
+        }
+    }
     Ok(Some(token))
 }
 
@@ -292,6 +303,13 @@ async fn parent_stands(store: &dyn ItemStore, accessor: &str, hash: &str) -> Res
         None => by_accessor(store, accessor).await?,
     };
     Ok(parent.is_some_and(|p| p.revoked_at.is_none()))
+}
+
+/// Whether the auth method that issued a token (`auth/<path>/login`) is still enabled: the
+/// same one, not another enabled at its path since.
+async fn auth_method_stands(store: &dyn ItemStore, login_path: &str, uuid: &str) -> Result<bool> {
+    let path = login_path.strip_prefix("auth/").and_then(|p| p.strip_suffix("/login")).unwrap_or_default();
+    Ok(crate::broker::auth_mounts::find(store, path).await?.is_some_and(|mount| mount.uuid == uuid))
 }
 
 /// The stored token whose secret has this hash, revoked or not.

@@ -5,6 +5,7 @@
 use axum::extract::{Path, State};
 use maud::{html, Markup};
 
+use crate::runs::identity::{self, Issued};
 use crate::runs::job_files;
 use crate::runs::record::{Phase, Run};
 use crate::runs::runs;
@@ -45,6 +46,7 @@ pub async fn show(
         let text: Vec<u8> = framed.into_iter().filter(|b| *b != 0x02 && *b != 0x03).collect();
         logs.push((phase, record, String::from_utf8_lossy(&text).into_owned()));
     }
+    let issued = identity::issued(store, &seen.workspace.org_id, run).await?;
     let body = html! {
         h1 { "Run " (run.id) }
         p.summary {
@@ -59,6 +61,10 @@ pub async fn show(
                 (run.plan.destructions) " to destroy"
                 @if !run.plan.has_changes { " (no changes)" } "." }
         }
+        @if !issued.is_empty() {
+            h2 { "Dynamic credentials" }
+            ul { @for phase in &issued { (credentials(phase)) } }
+        }
         @for (phase, record, text) in &logs {
             h2 { (match phase { Phase::Plan => "Plan", Phase::Apply => "Apply" }) " · " (record.status) }
             pre.log { (text) }
@@ -72,4 +78,28 @@ pub async fn show(
     ];
     let refresh = (!run.status.is_final()).then_some(REFRESH_SECONDS);
     Ok(layout::refreshing_page(viewer.chrome(), &run.id, &crumbs, body, refresh))
+}
+
+/// What a phase was given identity tokens for, and where it was to trade them: never a token.
+fn credentials(issued: &Issued) -> Markup {
+    let asked = &issued.requested;
+    let tag = |tag: &Option<String>| tag.as_deref().map(|t| format!(" ({t})")).unwrap_or_default();
+    html! {
+        @for aws in &asked.aws {
+            li { (issued.phase) (tag(&aws.tag)) ": AWS role " code { (aws.role_arn) } " by web identity (audience "
+                (aws.audience) "), " (layout::time(&issued.at)) }
+        }
+        @for vault in &asked.vault {
+            li { (issued.phase) (tag(&vault.tag)) ": Vault "
+                (vault.address.as_deref().unwrap_or("(this Hangar's broker)")) ", auth/" (vault.auth_path)
+                " role " code { (vault.role) }
+                @if let Some(aws) = &vault.aws {
+                    ", AWS keys from " code { (aws.mount_path) "/" (if aws.auth_type == "iam_user" { "creds" } else { "sts" }) "/" (aws.vault_role) }
+                }
+                ", " (layout::time(&issued.at)) }
+        }
+        @for bare in &asked.tokens {
+            li { (issued.phase) (tag(&bare.tag)) ": an identity token for " (bare.audience) }
+        }
+    }
 }
