@@ -407,18 +407,25 @@ fn the_brokers_functions_may_delete_everything_a_user_holds() {
 }
 
 #[test]
-fn only_the_brokers_functions_sign_identity_tokens_with_an_enterprise_p256_key() {
+fn only_the_job_gateway_and_the_brokers_functions_sign_identity_tokens_with_a_p256_key() {
     let key = resource("IdentityKey");
-    for line in ["Condition: Enterprise", "KeySpec: ECC_NIST_P256", "KeyUsage: SIGN_VERIFY"] {
+    for line in ["KeySpec: ECC_NIST_P256", "KeyUsage: SIGN_VERIFY"] {
         assert!(key.contains(line), "{line}: {key}");
     }
+    assert!(!key.contains("Condition: Enterprise"), "run identity tokens are signed on every edition");
     for (_, name) in FUNCTION_RESOURCES {
-        let signs = resource(name).contains("kms:Sign");
-        let broker = matches!(name, "CredentialBrokerFunction" | "KeyRotationFunction");
-        assert_eq!(signs, broker, "{name}");
-        if broker {
-            assert!(resource(name).contains("HANGAR_IDENTITY_KMS_KEY_ID: !If [Enterprise"), "{name}");
+        let function = resource(name);
+        let signs = function.contains("kms:Sign");
+        let signer = matches!(name, "CredentialBrokerFunction" | "KeyRotationFunction" | "AgentGatewayFunction");
+        assert_eq!(signs, signer, "{name}");
+        if matches!(name, "CredentialBrokerFunction" | "KeyRotationFunction") {
+            // The broker's own workload identity signs only on the enterprise edition.
+            let enterprise_sign = "- Enterprise\n              - Effect: Allow\n                Action: [kms:Sign";
+            assert!(function.contains(enterprise_sign), "{name}");
         }
+        let publishes = function.contains("HANGAR_IDENTITY_KMS_KEY_ID");
+        let expected = signer || name == "RunsFunction";
+        assert_eq!(publishes, expected, "{name}: only the functions that sign or publish know the key");
     }
 }
 

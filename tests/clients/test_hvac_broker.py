@@ -149,3 +149,64 @@ def test_hvac_token_parameters_roles_and_renewal(broker):
     assert from_role["orphan"] is True
     assert from_role["lease_duration"] == 1800
     root.auth.token.delete_role("ci")
+
+
+def _es256_jwt(private_key, claims: dict) -> str:
+    """A compact ES256 JWS of `claims`, as any OIDC issuer signs one."""
+    import base64
+
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    signing_input = b64(json.dumps({"alg": "ES256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
+    r, s = decode_dss_signature(private_key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+    return signing_input + "." + b64(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+
+
+def test_hvac_enables_jwt_auth_and_logs_in_with_a_workload_s_token(broker):
+    import time
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    url, token = broker
+    client = hvac.Client(url=url, token=token)
+    key = ec.generate_private_key(ec.SECP256R1())
+    public_pem = key.public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    ).decode()
+    client.sys.enable_auth_method("jwt", description="CI workloads")
+    assert "jwt/" in client.sys.list_auth_methods()["data"]
+    client.auth.jwt.configure(jwt_validation_pubkeys=[public_pem], bound_issuer="https://ci.example")
+    client.sys.create_or_update_policy("ci", 'path "sys/mounts" { capabilities = ["read"] }')
+    client.auth.jwt.create_role(
+        "deploy",
+        user_claim="sub",
+        allowed_redirect_uris=[],
+        role_type="jwt",
+        bound_audiences=["hangar"],
+        bound_claims_type="glob",
+        bound_claims={"sub": "repo:acme/*:ref:refs/heads/main"},
+        token_policies=["ci"],
+        token_ttl="10m",
+    )
+    assert client.auth.jwt.read_role("deploy")["data"]["bound_claims"] == {"sub": ["repo:acme/*:ref:refs/heads/main"]}
+
+    now = int(time.time())
+    claims = {"iss": "https://ci.example", "aud": "hangar", "sub": "repo:acme/app:ref:refs/heads/main",
+              "iat": now, "nbf": now, "exp": now + 600}
+    workload = hvac.Client(url=url)
+    login = workload.auth.jwt.jwt_login("deploy", _es256_jwt(key, claims))
+    assert login["auth"]["policies"] == ["ci", "default"] or login["auth"]["policies"] == ["default", "ci"]
+    assert login["auth"]["lease_duration"] == 600
+    assert workload.is_authenticated(), "hvac keeps the token the login gave"
+    assert workload.sys.list_mounted_secrets_engines()["data"], "the role's policy reads sys/mounts"
+
+    other_branch = dict(claims, sub="repo:acme/app:ref:refs/heads/feature")
+    with pytest.raises(hvac.exceptions.InvalidRequest) as refused:
+        hvac.Client(url=url).auth.jwt.jwt_login("deploy", _es256_jwt(key, other_branch))
+    assert "does not match any associated bound claim values" in str(refused.value)

@@ -36,6 +36,8 @@ mod tests {
         ("/api/registry/{rest}", "the protocol's 404 for unknown paths"),
         // The broker's engine: its paths are the table in broker/engine.rs, checked below.
         ("/v1/{path}", "the secrets engine's path table"),
+        // The auth methods' paths: the JWT method's table in broker/jwt, checked below.
+        ("/v1/auth/{path}", "the auth methods' path table"),
     ];
 
     /// The methods a router's `Debug` gives each path (`{*rest}` written as `{rest}`, HEAD left
@@ -117,6 +119,10 @@ mod tests {
             assert_eq!(methods, BTreeSet::from(["*".to_owned()]), "{path} takes any method");
         }
         table.extend(engine_paths());
+        table.extend(crate::broker::auth_method_paths.iter().map(|(pattern, methods)| {
+            let methods = methods.iter().map(|m| if *m == "LIST" { "GET" } else { m }).map(|m| m.to_string());
+            (format!("/v1/auth/{{path}}/{pattern}"), methods.collect())
+        }));
         table
     }
 

@@ -34,6 +34,7 @@ use tower::Layer;
 
 pub use engine::served_paths as engine_paths;
 pub use error::BrokerError;
+pub use jwt::PATHS as auth_method_paths;
 pub use rotation::{scheduled_run, scheduled_run_at};
 
 use crate::state::AppState;

@@ -40,6 +40,12 @@ impl JwtConfig {
                     | "default_role"
                     | "oidc_discovery_ca_pem"
                     | "jwks_ca_pem"
+                    | "oidc_client_id"
+                    | "oidc_client_secret"
+                    | "oidc_response_mode"
+                    | "oidc_response_types"
+                    | "provider_config"
+                    | "namespace_in_state"
             );
             if !known {
                 return Err(BrokerError::invalid(format!(
@@ -49,6 +55,24 @@ impl JwtConfig {
             if matches!(field.as_str(), "oidc_discovery_ca_pem" | "jwks_ca_pem") && !is_empty(value) {
                 return Err(BrokerError::invalid(format!(
                     "{field} is not supported: Hangar trusts the platform's certificate authorities"
+                )));
+            }
+            let oidc_flow = matches!(
+                field.as_str(),
+                "oidc_client_id"
+                    | "oidc_client_secret"
+                    | "oidc_response_mode"
+                    | "oidc_response_types"
+                    | "provider_config"
+            );
+            let set = match value {
+                Value::Array(items) => !items.is_empty(),
+                Value::Object(map) => !map.is_empty(),
+                other => !is_empty(other),
+            };
+            if oidc_flow && set {
+                return Err(BrokerError::invalid(format!(
+                    "{field} is not offered: the broker's JWT method logs in with JWTs, not browser OIDC flows"
                 )));
             }
         }

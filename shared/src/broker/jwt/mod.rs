@@ -22,6 +22,15 @@ use super::tokens;
 use crate::api::BaseUrl;
 use crate::state::AppState;
 
+/// The paths a JWT method serves under `auth/<path>/`, and their methods (a LIST as `LIST`):
+/// what `dispatch` answers and the API document lists.
+pub const PATHS: &[(&str, &[&str])] = &[
+    ("login", &["POST", "PUT"]),
+    ("config", &["GET", "POST", "PUT"]),
+    ("role", &["LIST"]),
+    ("role/{name}", &["GET", "POST", "PUT", "DELETE"]),
+];
+
 /// Everything under `auth/` but the token store's own paths.
 pub(super) async fn dispatch(
     State(state): State<AppState>,

@@ -69,11 +69,22 @@ pub fn parse(name: &str, body: &Map<String, Value>) -> Result<JwtRole> {
         "not_before_leeway",
         "allowed_redirect_uris",
         "user_claim_json_pointer",
+        "name",
     ];
-    if let Some(unknown) = body.keys().find(|k| !KNOWN.contains(&k.as_str())) {
-        return Err(BrokerError::invalid(format!(
-            "{unknown} is not a role setting this broker honours (no identity groups, CIDR bounds or OIDC flows)"
-        )));
+    // What hvac and the vault CLI send with their defaults: taken when empty, refused when set,
+    // as the broker has no identity groups, CIDR bounds or browser OIDC flow.
+    const UNOFFERED: &[&str] =
+        &["groups_claim", "oidc_scopes", "verbose_oidc_logging", "token_bound_cidrs", "bound_cidrs", "max_age"];
+    for (field, value) in body {
+        if UNOFFERED.contains(&field.as_str()) {
+            if !is_unset(value) {
+                return Err(BrokerError::invalid(format!(
+                    "{field} is not offered by this broker (no identity groups, CIDR bounds or OIDC flows)"
+                )));
+            }
+        } else if !KNOWN.contains(&field.as_str()) {
+            return Err(BrokerError::invalid(format!("{field} is not a role setting of the JWT auth method")));
+        }
     }
     match text(body, "role_type")?.as_deref() {
         Some("jwt") => {}
@@ -199,6 +210,18 @@ pub async fn delete(store: &dyn ItemStore, method_uuid: &str, name: &str) -> Res
 pub async fn names(store: &dyn ItemStore, method_uuid: &str) -> Result<Vec<String>> {
     let roles: Vec<JwtRole> = query_all_as(store, keys::mount_roles(method_uuid)).await?;
     Ok(roles.into_iter().take(MAX_ROLES_LISTED).map(|role| role.name).collect())
+}
+
+/// A default a client sends for a setting it was not given: nothing, false, zero, empty.
+fn is_unset(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(b) => !b,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(s) => s.trim().is_empty() || s.trim() == "0",
+        Value::Array(items) => items.is_empty(),
+        Value::Object(map) => map.is_empty(),
+    }
 }
 
 /// `bound_claims`: each claim's value a string or a list of strings (Vault also takes numbers
