@@ -65,24 +65,31 @@ pub struct StateParts {
     pub aws: AwsBase,
     /// Which id each organization name was last seen to have, for reading ahead.
     pub org_hints: Arc<OrgHints>,
-    /// What happens before a workspace's lock is taken (set by the app layer).
-    pub before_lock: Arc<dyn BeforeLock>,
+    /// What happens around a workspace's lock (set by the app layer).
+    pub lock_hooks: Arc<dyn LockHooks>,
 }
 
-/// What the families above accounts do before a workspace's lock is taken, set by the app layer
-/// (nothing by default): the state-versions family settles a state that landed under the lock
-/// before, so that it is not taken for one landing under the new lock. Called only for a
-/// workspace that waits for a state.
+/// What the families above accounts do around a workspace's lock, set by the app layer (nothing
+/// by default).
 #[async_trait::async_trait]
-pub trait BeforeLock: Send + Sync {
+pub trait LockHooks: Send + Sync {
+    /// Before the lock is taken: the state-versions family settles a state that landed under the
+    /// lock before, so that it is not taken for one landing under the new lock. Called only for
+    /// a workspace that waits for a state.
     async fn before_lock(&self, state: &AppState, workspace_id: &str) -> Result<(), String>;
+    /// After someone unlocked it: the runs family starts the run waiting for it.
+    async fn after_unlock(&self, state: &AppState, workspace_id: &str) -> Result<(), String>;
 }
 
-struct NothingBeforeLock;
+struct NoLockHooks;
 
 #[async_trait::async_trait]
-impl BeforeLock for NothingBeforeLock {
+impl LockHooks for NoLockHooks {
     async fn before_lock(&self, _: &AppState, _: &str) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn after_unlock(&self, _: &AppState, _: &str) -> Result<(), String> {
         Ok(())
     }
 }
@@ -218,7 +225,7 @@ impl AppState {
             identity,
             aws,
             org_hints,
-            before_lock: Arc::new(NothingBeforeLock),
+            lock_hooks: Arc::new(NoLockHooks),
         })))
     }
 }

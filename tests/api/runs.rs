@@ -731,3 +731,35 @@ async fn a_workspace_holds_at_most_a_hundred_runs_not_over_yet() {
     assert_eq!(new_run(&app, &owners, &ws, Some(&cv), json!({})).await.status, 201);
     assert_eq!(new_run(&app, &owners, &ws, Some(&cv), json!({})).await.status, 409);
 }
+
+#[tokio::test]
+async fn a_forced_unlock_starts_the_waiting_run_and_the_planned_run_it_overrode_is_never_applied() {
+    let (app, owners) = acme().await;
+    let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
+    let agent = registered(&app, &secret, "a").await;
+    let first = queued_run(&app, &owners, &ws).await;
+    let second = queued_run(&app, &owners, &ws).await;
+    let token = claimed(&app, &secret, &agent).await;
+    let done = finish(&app, &token, json!({"status": "finished", "has-changes": true})).await;
+    assert_eq!(done.status, 200, "{:?}", done.body);
+    assert_eq!(status(&app, &owners, &first).await, "planned");
+
+    let forced = app.post(&format!("/api/v2/workspaces/{ws}/actions/force-unlock"), &owners, json!({})).await;
+    assert_eq!(forced.status, 200, "{:?}", forced.body);
+    // The run that waited for the lock starts at once: an agent claims its plan, nobody read it.
+    let claim = claim(&app, &secret, &agent).await;
+    assert_eq!(claim.status, 201, "the waiting run's plan is queued by the unlock: {:?}", claim.body);
+    assert_eq!(claim.body["run"], second);
+
+    // The first run's plan was made under a lock since forced open: it is errored, not applied.
+    let applied = app.post(&format!("/api/v2/runs/{first}/actions/apply"), &owners, json!({})).await;
+    assert!(applied.status == 202 || applied.status == 409, "{:?}", applied.body);
+    let shown = run(&app, &owners, &first).await;
+    assert_eq!(shown["attributes"]["status"], "errored", "{shown:?}");
+    assert!(shown["attributes"]["error-message"].as_str().unwrap_or_default().contains("forced open"), "{shown:?}");
+    let holder = app.get(&format!("/api/v2/workspaces/{ws}"), &owners).await;
+    assert_eq!(
+        holder.body["data"]["relationships"]["locked-by"]["data"]["id"], second,
+        "the lock stays the second run's"
+    );
+}

@@ -51,9 +51,9 @@ pub async fn change(state: &AppState, principal: &Principal, id: &str, change: L
         async move {
         let mut current = reread(store, id, first).await?;
         // What landed under the lock before is settled before a new one is taken (see
-        // BeforeLock), on every attempt: the lock's write is conditioned on what it then reads.
+        // LockHooks), on every attempt: the lock's write is conditioned on what it then reads.
         if matches!(change, LockChange::Lock { .. }) && current.pending_state.is_some() {
-            state.before_lock.before_lock(state, id).await.map_err(|e| {
+            state.lock_hooks.before_lock(state, id).await.map_err(|e| {
                 AccountsError::Conflict(format!("The workspace's last state could not be settled ({e}); retry."))
             })?;
             current = reread(store, id, None).await?;
@@ -89,6 +89,12 @@ pub async fn change(state: &AppState, principal: &Principal, id: &str, change: L
     })
     .await?;
     let workspace = changed.ok_or_else(|| conflict("The workspace kept changing; retry."))?;
+    if workspace.locked_by.is_none() {
+        // The unlock stands whatever follows: a run left waiting starts on its next read.
+        if let Err(e) = state.lock_hooks.after_unlock(state, id).await {
+            tracing::warn!(workspace = %id, error = %e, "the run waiting for the unlocked workspace did not start");
+        }
+    }
     Ok(Found { workspace, org, may })
 }
 
@@ -112,6 +118,13 @@ pub fn lock_for_run(workspace: &Workspace, run_id: &str) -> Result<Option<(Works
     let next = Workspace { locked_by: Some(lock), locks_taken: workspace.locks_taken + 1, ..workspace.next() };
     let write = Write::Put { item: next.to_item()?, condition: workspace.unchanged() };
     Ok(Some((next, write)))
+}
+
+/// The check, in a transaction, that `run_id` still holds the workspace's lock as read: `None`
+/// when it does not (an administrator forced it open since).
+pub fn run_holds_lock(workspace: &Workspace, run_id: &str) -> Option<Write> {
+    let holds = workspace.locked_by.as_ref().is_some_and(|lock| lock.holder == run_id);
+    holds.then(|| Write::Check { key: workspace.key(), condition: workspace.unchanged() })
 }
 
 /// The write that gives back the lock `run_id` holds on the workspace as read: `None` when the

@@ -20,7 +20,7 @@ use crate::state::AppState;
 /// answers for unknown paths (404) and for axum's refusals (405, a path or body an extractor
 /// refused) that the family has not rendered in its own format.
 pub fn finish(router: Router<AppState>, mut state: AppState) -> Router {
-    state.before_lock = std::sync::Arc::new(SettleBeforeLock);
+    state.lock_hooks = std::sync::Arc::new(FamilyLockHooks);
     router
         .route(openapi::PATH, axum::routing::get(openapi::serve))
         .fallback(|| async { ApiError::not_found() })
@@ -30,16 +30,21 @@ pub fn finish(router: Router<AppState>, mut state: AppState) -> Router {
 
 /// Before a workspace's lock is taken, a state that landed on an upload link under the lock
 /// before is settled (made current, or discarded), so that the new lock's holder reads it and it
-/// is never taken for one landing under the new lock.
-struct SettleBeforeLock;
+/// is never taken for one landing under the new lock. After it is unlocked, the run waiting for
+/// it starts, so that it waits on no read of it or schedule.
+struct FamilyLockHooks;
 
 #[async_trait::async_trait]
-impl crate::state::BeforeLock for SettleBeforeLock {
+impl crate::state::LockHooks for FamilyLockHooks {
     async fn before_lock(&self, state: &AppState, workspace_id: &str) -> Result<(), String> {
         let store = state.store.as_ref();
         let workspace =
             crate::accounts::workspaces::reread(store, workspace_id, None).await.map_err(|e| e.to_string())?;
         crate::state_versions::uploads::settle_pending(state, workspace).await.map(drop).map_err(|e| e.to_string())
+    }
+
+    async fn after_unlock(&self, state: &AppState, workspace_id: &str) -> Result<(), String> {
+        crate::runs::queue::advance(state, workspace_id).await.map_err(|e| e.to_string())
     }
 }
 

@@ -32,6 +32,9 @@ pub enum RunsError {
     JobOver(String),
     #[error("no link signing key is configured (HANGAR_LINK_KEY_SECRET_ARN)")]
     NoLinkKey,
+    /// A run about to apply no longer holds its workspace's lock (it was forced open).
+    #[error("the run no longer holds its workspace's lock")]
+    LockLost,
     /// A service the request needs (the identity key) failed; the cause is logged.
     #[error("{0}")]
     Unavailable(String),
@@ -52,7 +55,7 @@ impl RunsError {
             RunsError::NotFound => Kind::NotFound,
             RunsError::Forbidden(_) | RunsError::BadLink => Kind::Forbidden,
             RunsError::Invalid { .. } => Kind::Invalid,
-            RunsError::Conflict(_) | RunsError::JobOver(_) => Kind::Conflict,
+            RunsError::Conflict(_) | RunsError::JobOver(_) | RunsError::LockLost => Kind::Conflict,
             RunsError::TooLarge(_) => Kind::TooLarge,
             RunsError::Unavailable(_) => Kind::Unavailable,
             RunsError::Store(e) => e.kind(),

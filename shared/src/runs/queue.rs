@@ -80,6 +80,12 @@ async fn commit(state: &AppState, run: &Run, next: &Run) -> Result<bool> {
     if run.waiting && !next.waiting {
         writes.push(Write::Delete { key: run.waiting_key(), condition: Condition::Always });
     }
+    if next.status == RunStatus::ApplyQueued && run.status != RunStatus::ApplyQueued && next.holds_lock {
+        // An apply goes on only under the lock its plan took: one forced open since has let
+        // others write the state its plan was made against.
+        let workspace = workspaces::reread(store, &run.workspace_id, None).await?;
+        writes.push(locks::run_holds_lock(&workspace, &run.id).ok_or(RunsError::LockLost)?);
+    }
     if run.holds_lock && !next.holds_lock {
         // A workspace deleted meanwhile has no lock to give back.
         match workspaces::reread(store, &run.workspace_id, None).await {
@@ -124,8 +130,14 @@ where
                 Some(run) => run,
                 None => pointer::resolve::<Run>(store, run_id).await?.ok_or(RunsError::NotFound)?,
             };
-            let Some(next) = change(&run)? else { return Ok::<_, RunsError>(Some((run, None))) };
-            match commit(state, &run, &next).await? {
+            let Some(mut next) = change(&run)? else { return Ok::<_, RunsError>(Some((run, None))) };
+            let mut committed = commit(state, &run, &next).await;
+            if let Err(RunsError::LockLost) = committed {
+                next = ended(&run, RunStatus::Errored, Some(LOCK_LOST.into()));
+                next.revision = run.revision + 1;
+                committed = commit(state, &run, &next).await;
+            }
+            match committed? {
                 true => Ok(Some((run, Some(next)))),
                 false => Ok(None),
             }
@@ -134,6 +146,10 @@ where
     .await?;
     changed.ok_or_else(|| RunsError::Conflict("The run kept changing; retry.".into()))
 }
+
+/// Why a planned run whose workspace lock was forced open is errored rather than applied.
+const LOCK_LOST: &str = "The workspace's lock was forced open after this run's plan, so others may have \
+     changed its state since: the plan is not applied. Start a new run.";
 
 /// `run` ended with `status`: its phases that never ran are unreachable, the one running ends
 /// as the run does, and it lets go of its job, queue entry, place in line and lock.
@@ -238,7 +254,7 @@ pub async fn advance(state: &AppState, workspace_id: &str) -> Result<()> {
         let mut workspace = workspaces::reread(store, workspace_id, None).await?;
         if workspace.pending_state.is_some() && workspace.locked_by.is_none() {
             // What landed under the lock before is settled before a run takes it (as a lock does).
-            state.before_lock.before_lock(state, workspace_id).await.map_err(|e| {
+            state.lock_hooks.before_lock(state, workspace_id).await.map_err(|e| {
                 RunsError::Conflict(format!("The workspace's last state could not be settled ({e}); retry."))
             })?;
             workspace = workspaces::reread(store, workspace_id, None).await?;
