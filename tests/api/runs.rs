@@ -763,3 +763,43 @@ async fn a_forced_unlock_starts_the_waiting_run_and_the_planned_run_it_overrode_
         "the lock stays the second run's"
     );
 }
+
+#[tokio::test]
+async fn an_empty_log_chunk_is_refused_and_holds_no_offset_from_the_next() {
+    let (app, owners) = acme().await;
+    let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
+    let agent = registered(&app, &secret, "a").await;
+    let run_id = queued_run(&app, &owners, &ws).await;
+    let token = claimed(&app, &secret, &agent).await;
+    let chunk = |body: &'static str| {
+        app.client.put(format!("{}/api/agent/job/log?offset=0", app.url)).bearer_auth(&token).body(body).send()
+    };
+    assert_eq!(chunk("").await.unwrap().status(), 422, "an empty chunk");
+    assert_eq!(chunk("hello").await.unwrap().status(), 204);
+    let plan_id = run(&app, &owners, &run_id).await["relationships"]["plan"]["data"]["id"].as_str().unwrap().to_owned();
+    let url = app.get(&format!("/api/v2/plans/{plan_id}"), &owners).await.body["data"]["attributes"]["log-read-url"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let log = app.client.get(url).send().await.unwrap().text().await.unwrap();
+    assert_eq!(log, "\u{2}hello", "the chunk after an empty one is kept");
+}
+
+#[tokio::test]
+async fn a_cancel_asked_for_while_the_plan_ran_stops_an_auto_apply() {
+    let (app, owners) = acme().await;
+    let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
+    let agent = registered(&app, &secret, "a").await;
+    let cv = uploaded(&app, &owners, &ws).await;
+    let created = new_run(&app, &owners, &ws, Some(&cv), json!({"auto-apply": true})).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let run_id = id(&created);
+    let token = claimed(&app, &secret, &agent).await;
+    assert_eq!(app.post(&format!("/api/v2/runs/{run_id}/actions/cancel"), &owners, json!({})).await.status, 202);
+    // The agent's plan finished before it heard of the cancel.
+    let done = finish(&app, &token, json!({"status": "finished", "has-changes": true})).await;
+    assert_eq!(done.status, 200, "{:?}", done.body);
+    assert_eq!(status(&app, &owners, &run_id).await, "canceled", "no apply is queued after a cancel");
+    assert!(!locked(&app, &owners, &ws).await);
+    assert_eq!(claim(&app, &secret, &agent).await.status, 204, "nothing to apply");
+}

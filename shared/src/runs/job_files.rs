@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::error::{Result, RunsError};
 use super::queue;
 use super::record::{phase_id, Phase, Run};
+use crate::api::Field;
 use crate::auth::JobGrant;
 use crate::blobs::ObjectId;
 use crate::links::LinkSigner;
@@ -45,6 +46,10 @@ struct Chunk {
 pub async fn append(state: &AppState, grant: &JobGrant, offset: u64, body: &[u8]) -> Result<()> {
     if body.len() > MAX_CHUNK_BYTES {
         return Err(RunsError::TooLarge(format!("A log chunk carries at most {MAX_CHUNK_BYTES} bytes.")));
+    }
+    // An empty chunk would hold the offset of the next one, which would then never be kept.
+    if body.is_empty() {
+        return Err(RunsError::invalid(Field::Document, "A log chunk carries at least one byte."));
     }
     let end = offset.saturating_add(body.len() as u64);
     if end > MAX_LOG_BYTES {
@@ -86,7 +91,10 @@ pub async fn append(state: &AppState, grant: &JobGrant, offset: u64, body: &[u8]
             }
             Err(RunsError::Conflict(format!("The log holds {} bytes: a chunk starts there.", kept.length)))
         }
-        Err(e) if e.is_condition_failed() => Ok(()),
+        // A chunk kept at this offset though the log ends here: never dropped in silence.
+        Err(e) if e.is_condition_failed() => {
+            Err(RunsError::Conflict("A chunk is kept at this offset already; the log is not where it ends.".into()))
+        }
         Err(e) => Err(e.into()),
     }
 }

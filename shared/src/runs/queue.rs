@@ -471,8 +471,10 @@ pub fn check_job(run: &Run, grant: &JobGrant) -> Result<()> {
     Ok(())
 }
 
+/// Whether the job's lease has run out at `now`: at `lease_until` itself, as its job token's TTL
+/// has (the store expires an item whose TTL is not after now).
 fn lease_lost(run: &Run, now: i64) -> bool {
-    run.job.as_ref().is_some_and(|job| job.lease_until < now)
+    run.job.as_ref().is_some_and(|job| job.lease_until <= now)
 }
 
 /// What an agent's report on its job answers.
@@ -558,6 +560,10 @@ pub async fn finish(state: &AppState, grant: &JobGrant, outcome: Outcome) -> Res
                     Phase::Apply => ended(&next, RunStatus::Applied, None),
                     Phase::Plan if run.speculative || !outcome.has_changes => {
                         ended(&next, RunStatus::PlannedAndFinished, None)
+                    }
+                    // A cancel asked for while the plan ran ends the run there, whatever it found.
+                    Phase::Plan if run.job.as_ref().is_some_and(|job| job.cancel) => {
+                        ended(&next, RunStatus::Canceled, None)
                     }
                     Phase::Plan if run.operation.auto_apply => queued(&next, Phase::Apply),
                     Phase::Plan => {
