@@ -803,3 +803,21 @@ async fn a_cancel_asked_for_while_the_plan_ran_stops_an_auto_apply() {
     assert!(!locked(&app, &owners, &ws).await);
     assert_eq!(claim(&app, &secret, &agent).await.status, 204, "nothing to apply");
 }
+
+#[tokio::test]
+async fn an_ended_runs_saved_plan_is_deleted_with_its_end() {
+    let (app, owners) = acme().await;
+    let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
+    let agent = registered(&app, &secret, "a").await;
+    let run_id = queued_run(&app, &owners, &ws).await;
+    let sealed = || std::fs::read_dir(app.data_dir.path().join("sealed")).unwrap().count();
+    let token = claimed(&app, &secret, &agent).await;
+    let before = sealed();
+    let plan = app.client.put(format!("{}/api/agent/job/plan", app.url)).bearer_auth(&token).body("saved plan");
+    assert_eq!(plan.send().await.unwrap().status(), 204);
+    assert_eq!(sealed(), before + 1, "the saved plan, sealed");
+    assert_eq!(finish(&app, &token, json!({"status": "finished", "has-changes": true})).await.status, 200);
+    assert_eq!(app.post(&format!("/api/v2/runs/{run_id}/actions/discard"), &owners, json!({})).await.status, 202);
+    assert_eq!(status(&app, &owners, &run_id).await, "discarded");
+    assert_eq!(sealed(), before, "a discarded run's plan is never applied: it is gone");
+}

@@ -23,6 +23,7 @@ use crate::accounts::workspaces::{self, Workspace};
 use crate::accounts::AccountsError;
 use crate::api::Field;
 use crate::auth::{hash_secret, new_secret, AgentGrant, JobGrant};
+use crate::blobs::ObjectId;
 use crate::state::AppState;
 use crate::store::{keys, pointer, retry_on_race, schedule, Condition, ItemStore, Transaction, UpdateOp, Write, TTL};
 
@@ -95,10 +96,20 @@ async fn commit(state: &AppState, run: &Run, next: &Run) -> Result<bool> {
         }
     }
     match store.transact(writes).await {
-        Ok(()) => Ok(true),
-        Err(e) if e.is_condition_failed() => Ok(false),
-        Err(e) => Err(e.into()),
+        Ok(()) => {}
+        Err(e) if e.is_condition_failed() => return Ok(false),
+        Err(e) => return Err(e.into()),
     }
+    if !run.status.is_final() && next.status.is_final() {
+        // An ended run's saved plan is never applied: it goes now, not with the workspace. The
+        // record keeps its name, so one whose deletion failed goes with the workspace after all.
+        for id in next.sealed.iter().filter_map(|id| ObjectId::parse(id)) {
+            if let Err(e) = state.blobs.delete_sealed(&id).await {
+                tracing::warn!(run = %next.id, object = %id, error = %e, "an ended run's saved plan is left behind");
+            }
+        }
+    }
+    Ok(true)
 }
 
 /// Changes the run `run_id` as `change` says of it as read (`None`: nothing to change), tried
