@@ -160,7 +160,7 @@ impl Client {
         }
         let body = response.text().await.unwrap_or_default();
         let body: String = body.chars().take(2000).collect();
-        if job && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::CONFLICT | StatusCode::NOT_FOUND) {
+        if job && job_over(status) {
             return Err(ClientError::JobOver(body));
         }
         Err(ClientError::Refused { status, body })
@@ -246,7 +246,7 @@ impl Client {
             return Ok(response);
         }
         let body: String = response.text().await.unwrap_or_default().chars().take(2000).collect();
-        if job && matches!(status, StatusCode::UNAUTHORIZED | StatusCode::CONFLICT) {
+        if job && job_over(status) {
             return Err(ClientError::JobOver(body));
         }
         Err(ClientError::Refused { status, body })
@@ -273,6 +273,13 @@ impl Client {
             self.request(Method::POST, &path, token).header("content-type", "application/vnd.api+json").json(&body);
         Self::send(request, true).await.map(drop)
     }
+}
+
+/// Whether a job call's answer says the job is no longer this agent's: its token is gone (401),
+/// or Hangar says the job is over (410; 404 for what the job no longer reaches). A 409 is a
+/// conflict to report or retry, not the job's end.
+fn job_over(status: StatusCode) -> bool {
+    matches!(status, StatusCode::UNAUTHORIZED | StatusCode::GONE | StatusCode::NOT_FOUND)
 }
 
 fn http_client(ca_file: Option<&std::path::Path>, extra_pem: Option<&[u8]>) -> Result<reqwest::Client> {

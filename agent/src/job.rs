@@ -10,9 +10,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+use std::sync::Arc;
 use tokio::io::AsyncReadExt;
 use tokio::process::Command;
-use tokio::sync::{mpsc, watch};
+
+use tokio::sync::{mpsc, watch, Mutex};
 
 use crate::client::{Claim, Client, ClientError};
 use crate::credentials;
@@ -195,16 +197,25 @@ impl Runner<'_> {
                 let saved = self.client.job_bytes(token, "/api/agent/job/plan").await?;
                 std::fs::write(&plan, &saved).map_err(prepare)?;
                 let changes = terraform.changes(&plan).await?;
+                let sent = Arc::new(Mutex::new(None));
                 let watcher = tokio::spawn(watch_state(
                     self.client.clone(),
                     token.to_owned(),
                     workspace_id.to_owned(),
                     workdir.state_file(),
+                    Arc::clone(&sent),
                 ));
                 let applied = terraform.run(&["apply", "-input=false", "-no-color", &plan], &mut control).await;
                 watcher.abort();
-                // Whatever Terraform wrote last, applied or not, is the workspace's state now.
-                upload_if_changed(self.client, token, workspace_id, &workdir.state_file(), &mut None).await?;
+                // Whatever Terraform wrote last, applied or not, is the workspace's state now; a
+                // state Hangar refuses errors the run, saying why.
+                let mut sent = sent.lock().await;
+                upload_if_changed(self.client, token, workspace_id, &workdir.state_file(), &mut sent).await.map_err(
+                    |e| match e {
+                        ClientError::JobOver(_) => Failure::Over,
+                        other => Failure::Errored(format!("the state Terraform wrote could not be saved: {other}")),
+                    },
+                )?;
                 applied?;
                 Ok(changes)
             }
@@ -423,11 +434,18 @@ async fn heartbeat(
     }
 }
 
-/// Sends the state file to the workspace each time it changes while Terraform applies.
-async fn watch_state(client: Client, token: String, workspace_id: String, state: PathBuf) {
-    let mut sent = None;
+/// Sends the state file to the workspace each time it changes while Terraform applies; `sent`
+/// is what Hangar kept last, which the apply's final upload reads.
+async fn watch_state(
+    client: Client,
+    token: String,
+    workspace_id: String,
+    state: PathBuf,
+    sent: Arc<Mutex<Option<Vec<u8>>>>,
+) {
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
+        let mut sent = sent.lock().await;
         if let Err(e) = upload_if_changed(&client, &token, &workspace_id, &state, &mut sent).await {
             tracing::warn!(error = %e, "the state could not be sent; retried");
         }
@@ -447,17 +465,41 @@ async fn upload_if_changed(
         return Ok(());
     }
     match client.put_state(token, workspace_id, &current).await {
-        // The same serial again (sent by the watcher already): nothing new.
-        Err(ClientError::JobOver(body)) if body.contains("does not advance") => {}
+        // This serial is the workspace's current one already: sent before, its answer lost.
+        Err(ClientError::Refused { status: reqwest::StatusCode::CONFLICT, body }) if is_current_serial(&body) => {}
         other => other?,
     }
     *sent = Some(current);
     Ok(())
 }
 
+/// Whether Hangar refused a state because its serial is the workspace's current one ("The
+/// state's serial N does not advance the workspace's current serial N."), not a higher one
+/// someone else wrote.
+fn is_current_serial(body: &str) -> bool {
+    let serial_after = |marker: &str| {
+        let at = body.find(marker)? + marker.len();
+        body[at..].chars().take_while(char::is_ascii_digit).collect::<String>().parse::<u64>().ok()
+    };
+    match (serial_after("state's serial "), serial_after("current serial ")) {
+        (Some(sent), Some(current)) => body.contains("does not advance") && sent == current,
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_current_serial_sent_again_is_taken_as_kept() {
+        let refusal = |sent: u64, current: u64| {
+            format!("{{\"errors\":[{{\"detail\":\"The state's serial {sent} does not advance the workspace's current serial {current}.\"}}]}}")
+        };
+        assert!(is_current_serial(&refusal(4, 4)));
+        assert!(!is_current_serial(&refusal(4, 9)), "someone else wrote a later state");
+        assert!(!is_current_serial("The workspace is locked by User x"));
+    }
 
     #[test]
     fn a_plan_counts_each_action_and_output_changes() {

@@ -41,6 +41,12 @@ fn host_name() -> String {
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt().with_writer(std::io::stderr).with_target(false).init();
+    // Terraform runs as this user: undumpable, this process's memory and its environment (the
+    // pool's token, `/proc/<pid>/environ`) are not its to read.
+    #[cfg(target_os = "linux")]
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %e, "the agent could not make itself undumpable");
+    }
     let options = Options::parse();
     let settings = hangar_agent::Settings {
         address: options.address,

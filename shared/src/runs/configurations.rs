@@ -202,8 +202,14 @@ pub async fn upload(state: &AppState, id: &str, signed: &Signed, body: bytes::By
         }
     };
     for run_id in &landed.awaiting {
-        if let Some(run) = pointer::resolve::<Run>(store, run_id).await? {
-            queue::start(state, run).await?;
+        // One run that cannot start now stops none of the others (each starts on its next read).
+        let started = match pointer::resolve::<Run>(store, run_id).await {
+            Ok(Some(run)) => queue::start(state, run).await.map(drop),
+            Ok(None) => Ok(()),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = started {
+            tracing::warn!(run = %run_id, error = %e, "a run waiting for the upload did not start; it starts when read");
         }
     }
     if landed.auto_queue_runs && landed.status == UploadStatus::Uploaded {

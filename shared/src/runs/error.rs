@@ -55,7 +55,9 @@ impl RunsError {
             RunsError::NotFound => Kind::NotFound,
             RunsError::Forbidden(_) | RunsError::BadLink => Kind::Forbidden,
             RunsError::Invalid { .. } => Kind::Invalid,
-            RunsError::Conflict(_) | RunsError::JobOver(_) | RunsError::LockLost => Kind::Conflict,
+            RunsError::Conflict(_) | RunsError::LockLost => Kind::Conflict,
+            // Distinct from a conflict, which an agent retries: its job is over (HTTP 410).
+            RunsError::JobOver(_) => Kind::Gone,
             RunsError::TooLarge(_) => Kind::TooLarge,
             RunsError::Unavailable(_) => Kind::Unavailable,
             RunsError::Store(e) => e.kind(),

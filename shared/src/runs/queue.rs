@@ -375,7 +375,16 @@ pub async fn record(state: &AppState, run: Run) -> Result<Run> {
     })
     .await?;
     recorded.ok_or_else(|| RunsError::Conflict("The configuration version kept changing; retry.".into()))?;
-    start(state, run).await
+    // The run is stored: a start that fails now leaves it pending, to start on its next read,
+    // rather than answering its creation with an error.
+    let id = run.id.clone();
+    match start(state, run.clone()).await {
+        Ok(run) => Ok(run),
+        Err(e) => {
+            tracing::warn!(run = %id, error = %e, "a new run did not start; it starts when read");
+            Ok(run)
+        }
+    }
 }
 
 /// A job an agent claimed: the run as it now stands, and the job token's secret (shown once).
@@ -609,14 +618,23 @@ pub async fn expire(state: &AppState, run: Run) -> Result<Run> {
 
 /// `run` as a reader should see it: a lease that ran out errors the run, and a pending run that
 /// can start is started (so a run never waits on the schedule alone).
+/// A read never fails for what it tried on the side: the run as read is answered then.
 pub async fn refreshed(state: &AppState, run: Run) -> Result<Run> {
-    if lease_lost(&run, Utc::now().timestamp()) {
-        return expire(state, run).await;
+    let moved = if lease_lost(&run, Utc::now().timestamp()) {
+        expire(state, run.clone()).await
+    } else if run.status == RunStatus::Pending {
+        start(state, run.clone()).await
+    } else {
+        return Ok(run);
+    };
+    match moved {
+        Ok(moved) => Ok(moved),
+        Err(e @ RunsError::Store(_)) => Err(e),
+        Err(e) => {
+            tracing::warn!(run = %run.id, error = %e, "a read could not move the run on; answered as read");
+            Ok(run)
+        }
     }
-    if run.status == RunStatus::Pending {
-        return start(state, run).await;
-    }
-    Ok(run)
 }
 
 /// The scheduled job's share: runs whose agent stopped reporting past their lease are errored.
