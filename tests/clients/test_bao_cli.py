@@ -153,3 +153,47 @@ def test_bao_drives_a_whole_session_config_roles_creds_sts_leases_and_static_rol
     assert keys == [static["access_key"]] and static["secret_key"]
     bao.ok("delete", "aws/static-roles/app")
     assert bao.run("read", "aws/static-roles/app").returncode != 0
+
+
+def test_bao_enables_jwt_auth_writes_a_role_and_logs_in_with_a_jwt(bao, tmp_path):
+    import base64
+    import time
+
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.hazmat.primitives.asymmetric.utils import decode_dss_signature
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    pem = tmp_path / "ci.pem"
+    pem.write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    bao.ok("auth", "enable", "jwt")
+    methods = bao.json("auth list")
+    assert methods["jwt/"]["type"] == "jwt" and methods["token/"]["type"] == "token"
+    bao.ok("write", "auth/jwt/config", f"jwt_validation_pubkeys=@{pem}", "bound_issuer=https://ci.example")
+    role = tmp_path / "role.json"
+    role.write_text(json.dumps({
+        "role_type": "jwt", "bound_audiences": ["hangar"], "user_claim": "sub",
+        "bound_claims": {"environment": ["production"]}, "token_policies": ["default"], "token_ttl": "5m",
+    }))
+    bao.ok("write", "auth/jwt/role/deploy", f"@{role}")
+    assert bao.json("read", "auth/jwt/role/deploy")["data"]["token_ttl"] == 300
+    assert bao.json("list", "auth/jwt/role") == ["deploy"]
+
+    def b64(data: bytes) -> str:
+        return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+    now = int(time.time())
+    claims = {"iss": "https://ci.example", "aud": "hangar", "sub": "ci-job-7", "environment": "production",
+              "iat": now, "nbf": now, "exp": now + 300}
+    signing_input = b64(b'{"alg":"ES256","typ":"JWT"}') + "." + b64(json.dumps(claims).encode())
+    r, s = decode_dss_signature(key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256())))
+    jwt = signing_input + "." + b64(r.to_bytes(32, "big") + s.to_bytes(32, "big"))
+    login = bao.json("write", "auth/jwt/login", "role=deploy", f"jwt={jwt}")
+    assert login["auth"]["policies"] == ["default"]
+    assert login["auth"]["metadata"]["role"] == "deploy"
+    refused = bao.run("write", "auth/jwt/login", "role=deploy", f"jwt={jwt[:-4]}AAAA")
+    assert refused.returncode != 0 and "error validating token" in refused.stderr
+    bao.ok("auth", "disable", "jwt")
+    assert "jwt/" not in bao.json("auth list")

@@ -139,11 +139,24 @@ async fn enable_auth_method(
     if request.local {
         return Err(BrokerError::invalid("local auth methods are not offered: the broker has one cluster"));
     }
-    if request.config.as_ref().is_some_and(|config| !config.is_empty()) {
-        return Err(BrokerError::invalid("config (tuning) is not offered for auth methods"));
+    // The vault CLI sends its tuning flags' defaults ("0s", false, ""): only a value set is refused.
+    if let Some((field, _)) = request.config.iter().flatten().find(|(_, value)| !is_default_tuning(value)) {
+        return Err(BrokerError::invalid(format!("config.{field}: tuning auth methods is not offered")));
     }
     auth_mounts::enable(state.store.as_ref(), &path, &request.kind, &request.description).await?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A tuning value that changes nothing: none, false, zero, empty, or a zero duration.
+fn is_default_tuning(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Bool(set) => !set,
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::String(text) => text.trim().is_empty() || super::duration::parse(value).is_ok_and(|d| d.is_zero()),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(fields) => fields.is_empty(),
+    }
 }
 
 async fn disable_auth_method(
