@@ -159,7 +159,7 @@ impl Client {
             return Ok(response);
         }
         let body = response.text().await.unwrap_or_default();
-        let body: String = body.chars().take(2000).collect();
+        let body = readable(&body);
         if job && job_over(status) {
             return Err(ClientError::JobOver(body));
         }
@@ -245,7 +245,7 @@ impl Client {
         if status.is_success() {
             return Ok(response);
         }
-        let body: String = response.text().await.unwrap_or_default().chars().take(2000).collect();
+        let body = readable(&response.text().await.unwrap_or_default());
         if job && job_over(status) {
             return Err(ClientError::JobOver(body));
         }
@@ -273,6 +273,24 @@ impl Client {
             self.request(Method::POST, &path, token).header("content-type", "application/vnd.api+json").json(&body);
         Self::send(request, true).await.map(drop)
     }
+}
+
+/// An error answer as a person reads it: the `detail`s of a JSON:API error document, Vault's
+/// `errors`, else the body itself; at most 2000 characters.
+fn readable(body: &str) -> String {
+    let parsed: Option<Value> = serde_json::from_str(body).ok();
+    let messages: Vec<String> = parsed
+        .as_ref()
+        .and_then(|v| v["errors"].as_array())
+        .map(|errors| {
+            errors
+                .iter()
+                .filter_map(|e| e.as_str().map(str::to_owned).or_else(|| e["detail"].as_str().map(str::to_owned)))
+                .collect()
+        })
+        .unwrap_or_default();
+    let text = if messages.is_empty() { body.to_owned() } else { messages.join("; ") };
+    text.chars().take(2000).collect()
 }
 
 /// Whether a job call's answer says the job is no longer this agent's: its token is gone (401),
