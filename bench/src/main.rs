@@ -10,6 +10,7 @@ mod counting;
 mod endpoints;
 mod fake_cloud;
 mod ingest;
+mod jwt_login;
 mod load;
 mod local;
 mod nginx;
@@ -110,6 +111,8 @@ enum Figure {
     AgentCost,
     /// A claim's store cost at 1 and 10,000 queued jobs; 500 runs drained by 10 agents.
     RunQueue,
+    /// A JWT login's store cost with 1 and 64 auth methods, and its time beside lookup-self.
+    JwtLogin,
     /// Archive ingest against raw gunzip.
     Ingest,
     /// A rotation run with 10,000 static roles, 100 due.
@@ -137,6 +140,7 @@ async fn main() {
             show(store_cost::run().await);
             show(agent_cost::run().await);
             show(run_queue::run().await);
+            show(jwt_login::run().await);
             show(ingest::run().await);
             show(rotation::run().await);
             show(readme_page::run().await);
@@ -155,6 +159,7 @@ async fn main() {
         Figure::StoreCost => store_cost::run().await,
         Figure::AgentCost => agent_cost::run().await,
         Figure::RunQueue => run_queue::run().await,
+        Figure::JwtLogin => jwt_login::run().await,
         Figure::Ingest => ingest::run().await,
         Figure::Rotation => rotation::run().await,
         Figure::ReadmePage => readme_page::run().await,
