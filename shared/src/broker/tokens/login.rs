@@ -37,9 +37,10 @@ pub async fn login(store: &dyn ItemStore, grant: LoginToken) -> Result<(String, 
     if policies.iter().any(|p| p == super::ROOT_POLICY) {
         return Err(BrokerError::invalid("a login may not issue a root token"));
     }
-    // The hard cap: the explicit max, else the role's max TTL, never the system's past.
-    let cap = [grant.explicit_max_ttl, grant.max_ttl].into_iter().filter(|t| *t > 0).min().unwrap_or(MAX_TTL);
-    let cap = cap.min(MAX_TTL);
+    // The hard cap: the explicit max, else the role's max TTL (kept as the token's own cap, so
+    // renewals stop there), never the system's past; none set shows none, as in Vault.
+    let set_cap = [grant.explicit_max_ttl, grant.max_ttl].into_iter().filter(|t| *t > 0).min();
+    let cap = set_cap.unwrap_or(MAX_TTL).min(MAX_TTL);
     let asked = if grant.period > 0 {
         grant.period
     } else if grant.ttl > 0 {
@@ -54,7 +55,7 @@ pub async fn login(store: &dyn ItemStore, grant: LoginToken) -> Result<(String, 
         expire_at: Some(now + ttl as i64),
         path: grant.path,
         num_uses: grant.num_uses,
-        explicit_max_ttl: cap,
+        explicit_max_ttl: set_cap.map_or(0, |_| cap),
         period: grant.period,
         meta: grant.meta,
         auth_method: Some(grant.auth_method),
