@@ -105,10 +105,13 @@ impl Client {
     /// A client for a Vault (Hangar's broker, or another), trusting `extra_ca` (a PEM bundle,
     /// `TFC_VAULT_ENCODED_CACERT`) besides what this one trusts.
     pub fn for_vault(&self, extra_ca: Option<&[u8]>) -> Result<Self> {
-        let http = match extra_ca {
-            None => self.http.clone(),
-            Some(pem) => http_client(self.ca_file.as_deref(), Some(pem))?,
-        };
+        // Its own client, following no redirect: reqwest would carry `X-Vault-Token` along.
+        let http = reqwest::Client::builder()
+            .use_preconfigured_tls(tls(self.ca_file.as_deref(), extra_ca)?)
+            .redirect(reqwest::redirect::Policy::none())
+            .connect_timeout(Duration::from_secs(10))
+            .timeout(Duration::from_secs(300))
+            .build()?;
         Ok(Self { http, ..self.clone() })
     }
 

@@ -11,9 +11,25 @@ use serde_json::{json, Map, Value};
 
 use crate::client::Client;
 
-/// The variables the AWS SDK would otherwise take credentials from ahead of what is given here.
-const AWS_STATIC_SETTINGS: &[&str] =
-    &["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"];
+/// The agent's own settings the AWS SDK would otherwise take credentials from ahead of, or
+/// instead of, what is given here: static keys, profiles, a web identity of the host's (EKS's
+/// IRSA), a container's credentials endpoint.
+const AWS_STATIC_SETTINGS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "AWS_ROLE_ARN",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_SESSION_NAME",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+    "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
+];
 
 /// What the job's Terraform gets, and what to undo when the phase ends.
 #[derive(Default)]
@@ -208,8 +224,7 @@ async fn backed_aws(login: &VaultLogin, backed: &Value) -> Result<(String, Strin
     if let Some(session) = data["security_token"].as_str().filter(|s| !s.is_empty()) {
         file.push_str(&format!("aws_session_token = {session}\n"));
     }
-    let lease = answer["lease_id"].as_str().unwrap_or_default();
-    Ok((file, format!("{kind} from {mount}/{role} (lease {lease})")))
+    Ok((file, format!("{kind} from {mount}/{role}")))
 }
 
 /// Revokes each Vault login the phase made, and with it every lease it holds.

@@ -21,6 +21,20 @@ use crate::credentials;
 use crate::log::LogWriter;
 use crate::workdir::{self, Workdir};
 
+/// Removes a directory and what it holds when dropped (a job's credentials, however it ends).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        match std::fs::remove_dir_all(&self.0) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                tracing::warn!(path = %self.0.display(), error = %e, "the job's credentials could not be removed");
+            }
+            _ => {}
+        }
+    }
+}
+
 /// What the job's reports ask of the running Terraform.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Control {
@@ -159,7 +173,12 @@ impl Runner<'_> {
         if let Some(ca_file) = self.ca_file {
             env.push(("SSL_CERT_FILE".into(), ca_file.to_string_lossy().into_owned()));
         }
-        let credentials_dir = workdir.root().join(".hangar-credentials");
+        // One path per run, the same in its plan and its apply: a saved plan keeps the
+        // `tfc_*_dynamic_credentials` values its plan job was given, paths included.
+        let credentials_dir = self.credentials_dir(&claim.run)?;
+        // What a job of the run that was killed left behind goes first.
+        drop(RemoveOnDrop(credentials_dir.clone()));
+        let _remove_credentials = RemoveOnDrop(credentials_dir.clone());
         let prepared =
             credentials::prepare(self.client, &credentials_dir, &workdir.terraform_dir, &spec["credentials"])
                 .await
@@ -231,6 +250,15 @@ impl Runner<'_> {
                 Ok(changes)
             }
         }
+    }
+
+    /// Where a run's credentials go: beside the jobs' directories, named by the run.
+    fn credentials_dir(&self, run_id: &str) -> Result<PathBuf, Failure> {
+        if run_id.is_empty() || !run_id.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            return Err(Failure::Errored(format!("`{run_id}` is not a run id")));
+        }
+        let parent = self.work_parent.map(Path::to_path_buf).unwrap_or_else(std::env::temp_dir);
+        Ok(parent.join(format!("hangar-{run_id}-credentials")))
     }
 
     fn terraform_exists(&self) -> bool {

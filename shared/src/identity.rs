@@ -160,9 +160,12 @@ impl TokenSigner for KeyRing {
     async fn published_keys(&self) -> Result<Vec<VerifyingKey>, IdentityError> {
         let mut keys = vec![self.current.public_key().await?];
         for signer in &self.previous {
-            let key = signer.public_key().await?;
-            if !keys.contains(&key) {
-                keys.push(key);
+            // A replaced key that cannot be read (deleted, disabled, misnamed) costs only its own
+            // tokens, never the current key's.
+            match signer.public_key().await {
+                Ok(key) if !keys.contains(&key) => keys.push(key),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "a previous identity key is not published"),
             }
         }
         Ok(keys)

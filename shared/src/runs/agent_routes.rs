@@ -22,7 +22,7 @@ use super::configurations;
 use super::job_files;
 use super::queue::{self, JobStatus, Outcome};
 use super::runs;
-use crate::api::{ApiError, BaseUrl};
+use crate::api::ApiError;
 use crate::auth::{AgentCaller, JobCaller};
 use crate::errors::Kind;
 use crate::state::AppState;
@@ -72,8 +72,8 @@ async fn claim(
     }
 }
 
-async fn spec(State(state): State<AppState>, caller: JobCaller, BaseUrl(base): BaseUrl) -> Result<Json<Value>> {
-    let spec = runs::job_spec(&state, &caller.principal, &caller.grant, &base).await?;
+async fn spec(State(state): State<AppState>, caller: JobCaller) -> Result<Json<Value>> {
+    let spec = runs::job_spec(&state, &caller.principal, &caller.grant).await?;
     let run = &spec.run;
     let operation = &run.operation;
     Ok(Json(json!({

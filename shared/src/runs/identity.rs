@@ -101,15 +101,24 @@ impl RunIdentity<'_> {
 }
 
 /// What a job is given for its credentials: each requested configuration with its token.
+/// Tokens are issued only by a Hangar that knows its address (`HANGAR_PUBLIC_URL`): an issuer
+/// taken from a request's `Host` would be the caller's to choose.
 pub async fn issue(
     signer: Option<&dyn TokenSigner>,
-    base_url: &str,
+    public_url: Option<&str>,
     who: &RunIdentity<'_>,
     requested: &Requested,
 ) -> Result<Value> {
     if requested.is_empty() {
         return Ok(json!({ "aws": [], "vault": [], "identity-tokens": [] }));
     }
+    let base_url = public_url.ok_or_else(|| {
+        RunsError::Conflict(
+            "dynamic credentials are asked for but Hangar has no public address to issue tokens as \
+             (HANGAR_PUBLIC_URL, the stack's PublicUrl)"
+                .into(),
+        )
+    })?;
     let signer = signer.ok_or_else(|| {
         RunsError::Conflict(
             "dynamic credentials are asked for but Hangar has no identity key (HANGAR_IDENTITY_KMS_KEY_ID)".into(),

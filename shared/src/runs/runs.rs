@@ -283,7 +283,7 @@ pub struct JobSpec {
 
 /// What the job a job token names runs: its run, workspace, variables (sensitive ones too) and
 /// the identity tokens of the credentials they ask for (recorded, without the tokens).
-pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant, base_url: &str) -> Result<JobSpec> {
+pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant) -> Result<JobSpec> {
     let store = state.store.as_ref();
     let run = queue::job_run(store, grant).await?;
     let found = workspaces::find(store, principal, WorkspaceAt::Id(&run.workspace_id)).await?;
@@ -293,7 +293,8 @@ pub async fn job_spec(state: &AppState, principal: &Principal, grant: &JobGrant,
     let requested = credentials::requested(&variables, phase)?;
     let who = identity::RunIdentity { org: &org, workspace: &workspace, run: &run, phase };
     let signer = state.identity.as_deref();
-    let credentials = identity::issue(signer.map(|s| s as &dyn TokenSigner), base_url, &who, &requested).await?;
+    let public_url = state.config.public_url.as_deref();
+    let credentials = identity::issue(signer.map(|s| s as &dyn TokenSigner), public_url, &who, &requested).await?;
     if !requested.is_empty() {
         identity::record(store, &who, &requested).await?;
     }

@@ -247,3 +247,22 @@ async fn configuring_and_enabling_refuse_what_vault_refuses() {
     assert_eq!(operator.post("sys/auth/mine", json!({"type": "jwt"})).await.status, 403);
     assert_eq!(operator.get("sys/auth").await.status, 403);
 }
+
+#[tokio::test]
+async fn a_token_without_an_audience_logs_in_to_a_role_that_binds_none_and_the_server_stands() {
+    let (private, public) = key_pair();
+    let app = jwt_broker(&public).await;
+    let root = Vault::root(&app);
+    let role = root
+        .post("auth/jwt/role/subject", json!({"role_type": "jwt", "user_claim": "sub", "bound_subject": SUBJECT}))
+        .await;
+    assert_eq!(role.status, 204, "{:?}", role.body);
+    let mut claims = claims();
+    claims.as_object_mut().unwrap().remove("aud");
+    let reply = login(&app, "jwt", "subject", &sign(&private, &claims)).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    // With an audience, a role that binds none refuses it, as Vault does.
+    let refused = login(&app, "jwt", "subject", &sign(&private, &super::jwt_auth::claims())).await;
+    assert!(error_of(&refused).contains("no audiences bound to the role"), "{}", error_of(&refused));
+    assert_eq!(root.get("sys/auth").await.status, 200, "the server still answers");
+}

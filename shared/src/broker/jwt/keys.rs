@@ -16,11 +16,15 @@ use super::config::JwtConfig;
 use crate::identity;
 use crate::state::AppState;
 
-/// How long a fetched document is used, and how soon an unknown key id may fetch it again.
+/// How long a fetched document is used, how soon an unknown key id may fetch it again, and how
+/// long a failed fetch is answered from memory (so unauthenticated logins cannot make Hangar
+/// call an issuer that is down, or slow, once each).
 const FRESH_FOR: Duration = Duration::from_secs(300);
 const REFETCH_AFTER: Duration = Duration::from_secs(10);
-/// Most documents cached, and the largest one read.
-const MAX_CACHED: usize = 64;
+const FAILURE_KEPT_FOR: Duration = Duration::from_secs(30);
+/// Most documents cached (a discovery document and a key set for each auth method a broker may
+/// hold), and the largest one read.
+const MAX_CACHED: usize = 2 * crate::broker::auth_mounts::MAX_AUTH_MOUNTS;
 const MAX_DOCUMENT_BYTES: usize = 256 * 1024;
 
 /// The keys, with the issuer a discovery document names (which a token must then name).
@@ -38,7 +42,7 @@ pub fn from_pem(pem: &str) -> Result<DecodingKey, String> {
 }
 
 /// The keys `config` names; `refresh` fetches a remote document again (an unknown key id).
-pub async fn key_set(state: &AppState, base_url: &str, config: &JwtConfig, refresh: bool) -> Result<KeySet, String> {
+pub async fn key_set(state: &AppState, config: &JwtConfig, refresh: bool) -> Result<KeySet, String> {
     if !config.jwt_validation_pubkeys.is_empty() {
         let keys: Result<Vec<_>, String> =
             config.jwt_validation_pubkeys.iter().map(|pem| from_pem(pem).map(|k| (None, k))).collect();
@@ -48,7 +52,7 @@ pub async fn key_set(state: &AppState, base_url: &str, config: &JwtConfig, refre
         (Some(url), _) => (url.clone(), None),
         (None, Some(url)) => {
             let discovery_url = format!("{}/.well-known/openid-configuration", url.trim_end_matches('/'));
-            let document = document(state, base_url, &discovery_url, refresh).await?;
+            let document = document(state, &discovery_url, refresh).await?;
             let issuer = document["issuer"].as_str().unwrap_or_default();
             if issuer != url {
                 return Err(format!("issuer did not match the returned issuer, expected {url:?} got {issuer:?}"));
@@ -58,41 +62,54 @@ pub async fn key_set(state: &AppState, base_url: &str, config: &JwtConfig, refre
         }
         (None, None) => return Err("no key source is configured".into()),
     };
-    let set: JwkSet = serde_json::from_value(document(state, base_url, &jwks_url, refresh).await?)
+    let set: JwkSet = serde_json::from_value(document(state, &jwks_url, refresh).await?)
         .map_err(|e| format!("the key set at {jwks_url} is not a JWKS: {e}"))?;
     let keys = set.keys.iter().filter_map(|jwk| Some((jwk.common.key_id.clone(), DecodingKey::from_jwk(jwk).ok()?)));
     Ok(KeySet { keys: keys.collect(), discovered_issuer })
 }
 
 /// A discovery document or key set: Hangar's own from its identity key, others fetched.
-async fn document(state: &AppState, base_url: &str, url: &str, refresh: bool) -> Result<Value, String> {
-    if let Some(own) = own_document(state, base_url, url).await? {
+async fn document(state: &AppState, url: &str, refresh: bool) -> Result<Value, String> {
+    if let Some(own) = own_document(state, url).await? {
         return Ok(own);
     }
     let now = Instant::now();
     if let Some((at, cached)) = CACHE.lock().expect("cache lock").get(url) {
-        let fresh = now.duration_since(*at) < if refresh { REFETCH_AFTER } else { FRESH_FOR };
-        if fresh {
-            return Ok(cached.clone());
+        let kept_for = match (cached, refresh) {
+            (Err(_), _) => FAILURE_KEPT_FOR,
+            (Ok(_), true) => REFETCH_AFTER,
+            (Ok(_), false) => FRESH_FOR,
+        };
+        if now.duration_since(*at) < kept_for {
+            return cached.clone();
         }
     }
-    let fetched = state.vcs.get_json(url, MAX_DOCUMENT_BYTES).await.map_err(|e| format!("fetching {url}: {e}"))?;
+    let fetched = state.vcs.get_json(url, MAX_DOCUMENT_BYTES).await.map_err(|e| {
+        tracing::warn!(url, error = %e, "JWT auth: an issuer's document could not be fetched");
+        "the issuer's keys could not be fetched".to_owned()
+    });
     let mut cache = CACHE.lock().expect("cache lock");
-    if cache.len() >= MAX_CACHED {
-        cache.retain(|_, (at, _)| now.duration_since(*at) < FRESH_FOR);
-        if cache.len() >= MAX_CACHED {
-            cache.clear();
+    if cache.len() >= MAX_CACHED && !cache.contains_key(url) {
+        // The oldest goes: the others' issuers are not fetched again for it.
+        if let Some(oldest) = cache.iter().min_by_key(|(_, (at, _))| *at).map(|(url, _)| url.clone()) {
+            cache.remove(&oldest);
         }
     }
     cache.insert(url.to_owned(), (now, fetched.clone()));
-    Ok(fetched)
+    fetched
 }
 
-static CACHE: LazyLock<Mutex<HashMap<String, (Instant, Value)>>> = LazyLock::new(Default::default);
+/// Documents by URL: each when fetched, and what the fetch gave (a failure too, briefly).
+type Cache = HashMap<String, (Instant, Result<Value, String>)>;
 
-/// The documents Hangar publishes itself, when `url` is one of them.
-async fn own_document(state: &AppState, base_url: &str, url: &str) -> Result<Option<Value>, String> {
-    let base = base_url.trim_end_matches('/');
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(Default::default);
+
+/// The documents Hangar publishes itself, when `url` is one of them: at its configured address
+/// only (`HANGAR_PUBLIC_URL`), never at one a request's `Host` names, which would let a caller
+/// have any issuer answered with Hangar's keys.
+async fn own_document(state: &AppState, url: &str) -> Result<Option<Value>, String> {
+    let Some(base) = state.config.public_url.as_deref() else { return Ok(None) };
+    let base = base.trim_end_matches('/');
     let Some(path) = url.strip_prefix(base) else { return Ok(None) };
     let plugins = identity::ISSUER_PATH;
     let Some(signer) = state.identity.as_ref() else { return Ok(None) };

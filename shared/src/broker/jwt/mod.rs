@@ -19,7 +19,6 @@ use super::http::{authenticated, is_list, VaultBody, VaultResponse};
 use super::policies;
 use super::request::Operation;
 use super::tokens;
-use crate::api::BaseUrl;
 use crate::state::AppState;
 
 /// The paths a JWT method serves under `auth/<path>/`, and their methods (a LIST as `LIST`):
@@ -38,7 +37,6 @@ pub(super) async fn dispatch(
     Path(path): Path<String>,
     RawQuery(query): RawQuery,
     headers: HeaderMap,
-    BaseUrl(base): BaseUrl,
     body: VaultBody,
 ) -> Result<Response> {
     let store = state.store.as_ref();
@@ -48,11 +46,16 @@ pub(super) async fn dispatch(
         if !matches!(method, Method::POST | Method::PUT) {
             return Err(BrokerError::MethodNotAllowed);
         }
-        let (secret, token) = login::login(&state, &base, &mount, &body.object()?).await?;
+        let (secret, token) = login::login(&state, &mount, &body.object()?).await?;
         let now = chrono::Utc::now().timestamp();
         return Ok(VaultResponse::auth(tokens::auth_block(&secret, &token, now)).into_response());
     }
     let caller = authenticated(&state, &headers).await?;
+    // Role names are stored lower-cased: the policy is checked on the name the write reaches.
+    let rest = match rest.strip_prefix("role/") {
+        Some(name) => format!("role/{}", name.to_lowercase()),
+        None => rest,
+    };
     let checked = format!("auth/{}/{rest}", mount.path);
     let require = |capability: &'static str| {
         let (state, caller, checked) = (&state, &caller, &checked);
@@ -70,7 +73,7 @@ pub(super) async fn dispatch(
                 require(Operation::write(exists).capability()).await?;
                 let config = config::JwtConfig::parse(&body.object()?)?;
                 if config.oidc_discovery_url.is_some() {
-                    keys::key_set(&state, &base, &config, true).await.map_err(|why| {
+                    keys::key_set(&state, &config, true).await.map_err(|why| {
                         tracing::warn!(mount = %mount.path, %why, "JWT auth: the OIDC discovery URL could not be checked");
                         BrokerError::invalid(format!("error checking oidc discovery URL: {why}"))
                     })?;
