@@ -7,7 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 use super::error::{BrokerError, Result};
-use crate::store::{keys, query_all, query_all_as, Condition, Item, ItemStore, Write, MAX_TRANSACTION_WRITES};
+use super::mounts;
+use crate::store::{keys, query_all_as, Condition, Item, ItemStore};
 
 /// The one auth method type the broker offers besides its token store.
 pub const JWT: &str = "jwt";
@@ -27,12 +28,7 @@ pub struct AuthMount {
 /// Checks and normalises an auth method's path.
 pub fn normalize(path: &str) -> Result<String> {
     let path = path.trim_matches('/');
-    let valid = !path.is_empty()
-        && path.len() <= 128
-        && path
-            .split('/')
-            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
-    if !valid {
+    if path.len() > 128 || !mounts::well_formed(path) {
         return Err(BrokerError::invalid(format!("invalid auth path `{path}`")));
     }
     if path == "token" || path.starts_with("token/") {
@@ -48,15 +44,7 @@ pub async fn all(store: &dyn ItemStore) -> Result<Vec<AuthMount>> {
 /// The auth method serving a path under `auth/` (the longest path it starts with), and the
 /// rest of the path within it.
 pub async fn route<'p>(store: &dyn ItemStore, path: &'p str) -> Result<Option<(AuthMount, &'p str)>> {
-    let found = all(store)
-        .await?
-        .into_iter()
-        .filter(|m| path == m.path || path.starts_with(&format!("{}/", m.path)))
-        .max_by_key(|m| m.path.len());
-    Ok(found.map(|mount| {
-        let rest = path[mount.path.len()..].trim_start_matches('/');
-        (mount, rest)
-    }))
+    Ok(mounts::longest_prefix(all(store).await?, path, |m| &m.path))
 }
 
 pub async fn find(store: &dyn ItemStore, path: &str) -> Result<Option<AuthMount>> {
@@ -74,10 +62,7 @@ pub async fn enable(store: &dyn ItemStore, path: &str, kind: &str, description: 
     if existing.len() >= MAX_AUTH_MOUNTS {
         return Err(BrokerError::invalid(format!("at most {MAX_AUTH_MOUNTS} auth methods may be enabled")));
     }
-    let overlapping = existing.iter().find(|m| {
-        m.path == path || path.starts_with(&format!("{}/", m.path)) || m.path.starts_with(&format!("{path}/"))
-    });
-    if let Some(existing) = overlapping {
+    if let Some(existing) = mounts::overlapping(&existing, &path, |m| &m.path) {
         return Err(BrokerError::invalid(format!("path is already in use at auth/{}/", existing.path)));
     }
     let mount = AuthMount {
@@ -100,12 +85,7 @@ pub async fn enable(store: &dyn ItemStore, path: &str, kind: &str, description: 
 pub async fn disable(store: &dyn ItemStore, path: &str) -> Result<Option<AuthMount>> {
     let Some(mount) = find(store, path).await? else { return Ok(None) };
     store.delete(&keys::broker_auth_mount(&mount.path), Condition::Always).await?;
-    let owned = query_all(store, keys::mount_partition(&mount.uuid)).await?;
-    let deletes: Vec<Write> =
-        owned.into_iter().map(|item| Write::Delete { key: item.key, condition: Condition::Always }).collect();
-    for chunk in deletes.chunks(MAX_TRANSACTION_WRITES) {
-        store.transact(chunk.to_vec()).await?;
-    }
+    mounts::delete_partition(store, &mount.uuid).await?;
     Ok(Some(mount))
 }
 

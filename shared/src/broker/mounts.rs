@@ -21,14 +21,50 @@ pub struct Mount {
     pub description: String,
 }
 
+/// Whether a path (without slashes at either end) is one a mount may have: segments of letters,
+/// digits, `-`, `_` and `.`. Secrets engines and auth methods alike.
+pub fn well_formed(path: &str) -> bool {
+    !path.is_empty()
+        && path
+            .split('/')
+            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)))
+}
+
+/// Of `mounts`, the one whose path (`path_of`) is the longest that `path` starts with, and the
+/// rest of `path` within it.
+pub fn longest_prefix<T>(mounts: Vec<T>, path: &str, path_of: impl Fn(&T) -> &str) -> Option<(T, &str)> {
+    let found = mounts
+        .into_iter()
+        .filter(|m| path == path_of(m) || path.starts_with(&format!("{}/", path_of(m))))
+        .max_by_key(|m| path_of(m).len())?;
+    let rest = path[path_of(&found).len()..].trim_start_matches('/');
+    Some((found, rest))
+}
+
+/// Of `mounts`, one whose path is `path`, under it, or above it: where a new mount cannot go.
+pub fn overlapping<'m, T>(mounts: &'m [T], path: &str, path_of: impl Fn(&T) -> &str) -> Option<&'m T> {
+    mounts.iter().find(|m| {
+        let at = path_of(m);
+        at == path || path.starts_with(&format!("{at}/")) || at.starts_with(&format!("{path}/"))
+    })
+}
+
+/// Deletes everything a mount's partition holds (its configuration, roles, leases), a
+/// transaction's worth at a time.
+pub async fn delete_partition(store: &dyn ItemStore, uuid: &str) -> Result<()> {
+    let owned = query_all(store, keys::mount_partition(uuid)).await?;
+    let deletes: Vec<Write> =
+        owned.into_iter().map(|item| Write::Delete { key: item.key, condition: Condition::Always }).collect();
+    for chunk in deletes.chunks(MAX_TRANSACTION_WRITES) {
+        store.transact(chunk.to_vec()).await?;
+    }
+    Ok(())
+}
+
 /// Checks and normalises a mount path from a URL.
 pub fn normalize(path: &str) -> Result<String> {
     let path = path.trim_matches('/');
-    let valid = !path.is_empty()
-        && path
-            .split('/')
-            .all(|part| !part.is_empty() && part.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)));
-    if !valid {
+    if !well_formed(path) {
         return Err(BrokerError::invalid(format!("invalid mount path `{path}`")));
     }
     if path == "sys" || path == "auth" || path.starts_with("sys/") || path.starts_with("auth/") {
@@ -74,15 +110,7 @@ pub async fn all(store: &dyn ItemStore) -> Result<Vec<Mount>> {
 /// The mount that serves a request path (the longest mount path it starts with), and the rest
 /// of the path within the mount.
 pub async fn route<'p>(store: &dyn ItemStore, path: &'p str) -> Result<Option<(Mount, &'p str)>> {
-    let mounts = all(store).await?;
-    let found = mounts
-        .into_iter()
-        .filter(|m| path == m.path || path.starts_with(&format!("{}/", m.path)))
-        .max_by_key(|m| m.path.len());
-    Ok(found.map(|mount| {
-        let rest = path[mount.path.len()..].trim_start_matches('/');
-        (mount, rest)
-    }))
+    Ok(longest_prefix(all(store).await?, path, |m| &m.path))
 }
 
 pub async fn create(store: &dyn ItemStore, path: &str, kind: &str, description: &str) -> Result<()> {
@@ -91,10 +119,8 @@ pub async fn create(store: &dyn ItemStore, path: &str, kind: &str, description: 
     }
     let path = normalize(path)?;
     ensure_default(store).await?;
-    let overlapping = all(store).await?.into_iter().find(|m| {
-        m.path == path || path.starts_with(&format!("{}/", m.path)) || m.path.starts_with(&format!("{path}/"))
-    });
-    if let Some(existing) = overlapping {
+    let mounts = all(store).await?;
+    if let Some(existing) = overlapping(&mounts, &path, |m| &m.path) {
         return Err(BrokerError::invalid(format!("path is already in use at {}/", existing.path)));
     }
     let mount = new_mount(&path, description);
@@ -118,12 +144,7 @@ pub async fn delete(store: &dyn ItemStore, path: &str) -> Result<Option<Mount>> 
     ensure_default(store).await?;
     let Some(item) = store.get(&keys::broker_mount(&path)).await? else { return Ok(None) };
     let mount: Mount = item.parse()?;
-    let owned = query_all(store, keys::mount_partition(&mount.uuid)).await?;
-    let deletes: Vec<Write> =
-        owned.into_iter().map(|item| Write::Delete { key: item.key, condition: Condition::Always }).collect();
-    for chunk in deletes.chunks(MAX_TRANSACTION_WRITES) {
-        store.transact(chunk.to_vec()).await?;
-    }
+    delete_partition(store, &mount.uuid).await?;
     store.delete(&keys::broker_mount(&path), Condition::Always).await?;
     Ok(Some(mount))
 }

@@ -45,6 +45,18 @@ async fn credentials_of_a_run(app: &TestApp, owners: &str, ws: &str, agent_secre
     (spec.status.as_u16(), given, run_id)
 }
 
+/// Enables the broker's JWT method at `jwt`, trusting Hangar's own issuer, with HCP's role `tfc`
+/// for the runs of workspace `app` (`token`: the role's token settings).
+async fn trust_runs_of_app(root: &Vault<'_>, app: &TestApp, token: Value) {
+    root.write("sys/auth/jwt", json!({"type": "jwt"})).await;
+    root.write("auth/jwt/config", json!({"oidc_discovery_url": app.url, "bound_issuer": app.url})).await;
+    let mut role = json!({"role_type": "jwt", "bound_audiences": ["vault.workload.identity"], "bound_claims_type": "glob",
+        "bound_claims": {"sub": "organization:acme:project:*:workspace:app:run_phase:*"},
+        "user_claim": "terraform_full_workspace"});
+    role.as_object_mut().unwrap().extend(token.as_object().unwrap().clone());
+    root.write("auth/jwt/role/tfc", role).await;
+}
+
 /// Checks `token` as AWS and Vault do: the issuer's discovery document, its keys, the signature,
 /// issuer and audience. Its claims.
 async fn verified(app: &TestApp, token: &str, audience: &str) -> Value {
@@ -110,15 +122,7 @@ async fn a_run_phase_gets_identity_tokens_that_verify_against_hangar_s_keys_and_
 
     // The broker trusts Hangar's own issuer (no network call) for the workspace its role binds.
     let root = Vault::root(&app);
-    root.write("sys/auth/jwt", json!({"type": "jwt"})).await;
-    root.write("auth/jwt/config", json!({"oidc_discovery_url": app.url, "bound_issuer": app.url})).await;
-    root.write(
-        "auth/jwt/role/tfc",
-        json!({"role_type": "jwt", "bound_audiences": ["vault.workload.identity"], "bound_claims_type": "glob",
-               "bound_claims": {"sub": "organization:acme:project:*:workspace:app:run_phase:*"},
-               "user_claim": "terraform_full_workspace", "token_policies": ["reader"], "token_ttl": "20m"}),
-    )
-    .await;
+    trust_runs_of_app(&root, &app, json!({"token_policies": ["reader"], "token_ttl": "20m"})).await;
     let login = |jwt: String| {
         let root = &root;
         async move { root.post("auth/jwt/login", json!({"role": "tfc", "jwt": jwt})).await }
@@ -199,15 +203,7 @@ async fn on_an_agent_terraform_gets_the_phase_s_role_or_the_broker_s_keys_and_no
     aws.configure(&root, "aws").await;
     iam_user_role(&root, "aws/roles/deploy", "runs").await;
     root.policy("deploy", r#"path "aws/creds/deploy" { capabilities = ["read"] }"#).await;
-    root.write("sys/auth/jwt", json!({"type": "jwt"})).await;
-    root.write("auth/jwt/config", json!({"oidc_discovery_url": app.url, "bound_issuer": app.url})).await;
-    root.write(
-        "auth/jwt/role/tfc",
-        json!({"role_type": "jwt", "bound_audiences": ["vault.workload.identity"], "bound_claims_type": "glob",
-               "bound_claims": {"sub": "organization:acme:project:*:workspace:app:run_phase:*"},
-               "user_claim": "terraform_full_workspace", "token_policies": ["deploy"]}),
-    )
-    .await;
+    trust_runs_of_app(&root, &app, json!({"token_policies": ["deploy"]})).await;
 
     let (ws, _, secret) = agent_workspace(&app, &owners, "app").await;
     env_vars(&app, &owners, &ws, &[("AWS_ENDPOINT_URL", &aws.endpoint), ("AWS_DEFAULT_REGION", moto::REGION)]).await;
